@@ -1,0 +1,1 @@
+"""FAST: lock-step parallel sampling with virtual continuation and mask-weighted losses; independent of found_rl."""

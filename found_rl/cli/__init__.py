@@ -1,0 +1,58 @@
+"""The ``found-rl`` command line: one entry point, one module per subcommand.
+
+Each subcommand module defines ``configure(parser)``, which adds its arguments and sets
+``parser.set_defaults(run=callable)``; the callable takes the parsed namespace and returns an
+exit code. Heavy imports (torch, libsumo) stay inside the callables so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "scenario": ("found_rl.cli.scenario", "validate and inspect scenario files"),
+    "eval": ("found_rl.cli.evaluate", "closed-loop route evaluation with leaderboard metrics"),
+    "expert": ("found_rl.cli.expert", "drive the privileged expert; collect datasets"),
+    "serve": ("found_rl.cli.serve", "run the VLM/CLIP advisor server"),
+    "bench": ("found_rl.cli.bench", "speed and quality benchmarks (tables with side-by-side ratios)"),
+}
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="found-rl",
+        description="Foundation-model-guided reinforcement learning for autonomous driving.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module_name).configure(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand.
+
+    User mistakes (``ValueError``, missing files) print one clear line and exit 2, without a
+    traceback; anything else is a bug and keeps its traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"found-rl {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

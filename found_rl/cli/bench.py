@@ -1,0 +1,26 @@
+"""``found-rl bench ...``: each benchmark lives in ``found_rl.bench.<name>``.
+
+Every benchmark prints a table whose ratios are measured side by side in one run, and with
+``--json`` one JSON object instead (for scripts and ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS: dict[str, str] = {
+    "sim": "env-steps/s of the SUMO DrivingEnv with and without BEV, reset time, memory",
+    "sampler": "FAST vs single-clip and lock-step baselines: wall-clock per 10k valid transitions",
+    "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",
+    "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",
+    "policy": "CPU inference frames/s of the default driving policy network",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    subparsers = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name, help_text in BENCHMARKS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+        importlib.import_module(f"found_rl.bench.{name}").configure(sub)

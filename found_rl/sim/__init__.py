@@ -1,0 +1,1 @@
+"""Simulator backends: each advances a world and returns WorldSnapshots."""

@@ -1,0 +1,1 @@
+"""Asynchronous batched advisor service (VLM actions, CLIP reward) and its client; independent of found_rl."""
