@@ -1,0 +1,142 @@
+"""Foundation-model guidance terms as pure tensor functions: VMR, AWAG, CLIP reward bonus.
+
+Definitions are METHOD §1–3, which fix three defects of the public Found-RL code: the VMR mask
+is per sample (not a batch fraction), the AWAG log-probability is per sample and summed over
+action dimensions once (not collapsed over the batch), and a missing CLIP bonus is masked
+(never a −10 sentinel). Masks h, g are float tensors in {0, 1} of shape ``(B,)``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from fast_sampler.smpo import masked_mean
+
+
+class GuidanceTerm(str, Enum):
+    """Guidance a learner can switch on."""
+
+    VMR = "vmr"
+    AWAG = "awag"
+    CLIP_BONUS = "clip_bonus"
+
+    @classmethod
+    def parse(cls, name: str) -> GuidanceTerm:
+        try:
+            return cls(name)
+        except ValueError:
+            allowed = ", ".join(term.value for term in cls)
+            raise ValueError(f"guidance: unknown term {name!r}; allowed: {allowed}") from None
+
+
+class VmrForm(str, Enum):
+    """Shape of the VMR penalty: two-sided squared regression (published) or a one-sided hinge."""
+
+    SQUARED = "squared"
+    HINGE = "hinge"
+    SOFTPLUS = "softplus"
+
+
+def vmr_loss(
+    q_advisor: torch.Tensor,
+    q_behaviour: torch.Tensor,
+    has_advisor: torch.Tensor,
+    margin: float = 2.0,
+    form: VmrForm | str = VmrForm.SQUARED,
+) -> torch.Tensor:
+    """VMR for one critic: Σ h (Q(s, aᵛ) − sg(Q(s, a)) − m)² / max(1, Σ h)  (METHOD §1).
+
+    Args:
+        q_advisor: Q_k(s, aᵛ), ``(B,)``.
+        q_behaviour: Q_k(s, a) of the stored action, ``(B,)``; detached here (stop-gradient).
+        has_advisor: h, ``(B,)``.
+        margin: m.
+        form: 'squared' (published), or 'hinge' / 'softplus' of m − (Q(s, aᵛ) − Q(s, a)).
+
+    Returns:
+        A scalar, before the schedule λ(t).
+    """
+    gap = q_advisor - q_behaviour.detach()
+    form = VmrForm(form)
+    if form is VmrForm.SQUARED:
+        per_sample = (gap - margin).pow(2)
+    elif form is VmrForm.HINGE:
+        per_sample = F.relu(margin - gap)
+    else:
+        per_sample = F.softplus(margin - gap)
+    return masked_mean(per_sample, has_advisor)
+
+
+class AwagWeights(NamedTuple):
+    """Per-sample AWAG quantities, all ``(B,)`` and free of gradient."""
+
+    advantages: torch.Tensor
+    """A = min_k Q_k(s, aᵛ) − min_k Q_k(s, μ(s))"""
+    gate: torch.Tensor
+    """g = h · [A > 0] (the Q-filter), in {0, 1}"""
+    weights: torch.Tensor
+    """w = min(exp(A / β), w_max)"""
+
+
+def awag_weights(
+    q_advisor_min: torch.Tensor,
+    q_policy_min: torch.Tensor,
+    has_advisor: torch.Tensor,
+    beta: float = 2.0,
+    max_weight: float = 20.0,
+) -> AwagWeights:
+    """Advantage, Q-filter gate and capped weights of AWAG (METHOD §2), computed without gradient.
+
+    Args:
+        q_advisor_min: min_k Q_k(s, aᵛ), ``(B,)``.
+        q_policy_min: min_k Q_k(s, μ(s)) of the deterministic policy action, ``(B,)``.
+        has_advisor: h, ``(B,)``.
+        beta: temperature β.
+        max_weight: cap w_max.
+    """
+    with torch.no_grad():
+        advantages = (q_advisor_min - q_policy_min).detach()
+        gate = has_advisor * (advantages > 0).to(advantages.dtype)
+        # exp of a clamped exponent: identical after the cap, and never overflows to inf.
+        exponent = torch.clamp(advantages / beta, max=torch.log(torch.tensor(max_weight)).item())
+        weights = torch.clamp(torch.exp(exponent), max=max_weight)
+    return AwagWeights(advantages, gate, weights)
+
+
+def awag_loss(log_prob_advisor: torch.Tensor, gate: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """L_AWAG = − Σ g w log π(aᵛ | s) / max(1, Σ g)  (METHOD §2).
+
+    Args:
+        log_prob_advisor: per-sample log π(clip(aᵛ, ±(1−ε)) | s), ``(B,)``, already summed over
+            action dimensions once (a ``(B, A)`` input is refused: that is the published bug).
+        gate: g, ``(B,)``.
+        weights: w, ``(B,)``.
+
+    Raises:
+        ValueError: if ``log_prob_advisor`` is not one value per sample.
+    """
+    if log_prob_advisor.shape != gate.shape:
+        raise ValueError(
+            f"awag_loss: log_prob_advisor must be per sample with shape {tuple(gate.shape)}, "
+            f"got {tuple(log_prob_advisor.shape)} (sum over action dimensions once, never over the batch)"
+        )
+    return -masked_mean(weights * log_prob_advisor, gate)
+
+
+def clip_bonus_rewards(rewards: torch.Tensor, clip_bonus: torch.Tensor, has_clip: torch.Tensor) -> torch.Tensor:
+    """r′ = r + has_clip · b: the learner's reward with the CLIP bonus where one is attached (METHOD §3).
+
+    Missing bonuses leave r unchanged (even if the slot holds garbage). The logged episode return
+    never goes through this function.
+    """
+    return rewards + torch.where(has_clip > 0, clip_bonus, torch.zeros_like(clip_bonus))
+
+
+def normalized_q_term(q1: torch.Tensor, min_q: torch.Tensor, alpha: float = 2.5) -> torch.Tensor:
+    """TD3+BC-style actor Q term −(α / mean|Q₁|) · mean min_k Q_k, for a DrQ-v2-style actor with AWAG (METHOD §2)."""
+    scale = alpha / q1.abs().mean().detach().clamp(min=1e-6)
+    return -scale * min_q.mean()

@@ -1,0 +1,346 @@
+"""Soft Actor-Critic with VMR, AWAG and the CLIP reward bonus.
+
+SAC: Haarnoja et al. 2018 (automatic entropy tuning: "SAC Algorithms and Applications").
+Guidance: METHOD §1 (VMR on both critics), §2 (AWAG on the actor), §3 (CLIP bonus on the TD
+reward only). The update follows CleanRL's ``sac_continuous_action.py`` step for step; the
+differences are the per-sample label masks and the guidance terms. The learner never touches
+an env: it maps a ``ReplaySamples`` batch to new weights and a ``dict`` of logged floats.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from found_rl.algos.augment import shift_observation
+from found_rl.algos.guidance import (
+    GuidanceTerm,
+    VmrForm,
+    awag_loss,
+    awag_weights,
+    clip_bonus_rewards,
+    vmr_loss,
+)
+from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
+from found_rl.models.encoders import NetworkConfig, make_encoder
+from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
+from found_rl.models.policy import DrivingPolicy, PolicySpec
+from found_rl.models.sac_nets import SquashedGaussianActor, TwinQCritic
+from found_rl.storage.replay import ReplaySamples
+
+AWAG_SCHEDULES = ("constant", "drqv2_cosine")
+
+# Logged tags (renaming one is a breaking change; tests check the set).
+CRITIC_TAGS = ("losses/qf1_values", "losses/qf2_values", "losses/qf1_loss", "losses/qf2_loss", "losses/qf_loss")
+ACTOR_TAGS = ("losses/actor_loss", "losses/alpha", "losses/alpha_loss", "losses/entropy")
+LABEL_TAGS = ("guidance/label_coverage", "guidance/clip_coverage")
+VMR_TAGS = ("guidance/vmr_loss", "guidance/vmr_coef")
+AWAG_TAGS = ("guidance/awag_loss", "guidance/awag_coef", "guidance/awag_gate_fraction", "guidance/awag_mean_weight")
+CLIP_TAGS = ("guidance/clip_bonus_mean",)
+
+
+@dataclass(frozen=True)
+class SacConfig:
+    """SAC hyper-parameters (CleanRL defaults) and guidance settings (METHOD defaults)."""
+
+    gamma: float = 0.99
+    """discount factor γ"""
+    tau: float = 0.005
+    """Polyak coefficient of the target critics"""
+    batch_size: int = 256
+    """transitions per gradient step"""
+    policy_lr: float = 3e-4
+    """actor (and temperature) learning rate"""
+    q_lr: float = 1e-3
+    """critic learning rate"""
+    policy_frequency: int = 2
+    """actor updates are delayed: this many, every this many critic updates (TD3-style)"""
+    target_network_frequency: int = 1
+    """Polyak update every this many critic updates"""
+    alpha: float = 0.2
+    """entropy coefficient when not autotuned (initial value otherwise)"""
+    autotune: bool = True
+    """learn the entropy coefficient towards target entropy −A·target_entropy_scale"""
+    target_entropy_scale: float = 1.0
+    """target entropy is −(action dims) × this"""
+    max_grad_norm: float = 0.0
+    """clip gradient norms of every network to this (0 = no clipping)"""
+    drq_pad_px: int = 0
+    """DrQ random-shift augmentation of the BEV by up to this many px (0 = off)"""
+    guidance: tuple[str, ...] = ()
+    """guidance terms to switch on: 'vmr', 'awag', 'clip_bonus'"""
+    vmr_margin: float = 2.0
+    """VMR margin m"""
+    vmr_form: str = "squared"
+    """VMR penalty: 'squared' (published), 'hinge' or 'softplus'"""
+    vmr_decay_start_steps: int = 50_000
+    """λ(t) = 1 up to this env step"""
+    vmr_decay_end_steps: int = 150_000
+    """λ(t) reaches 0 at this env step"""
+    awag_beta: float = 2.0
+    """AWAG advantage temperature β"""
+    awag_max_weight: float = 20.0
+    """AWAG weight cap w_max"""
+    awag_coef: float = 0.01
+    """AWAG coefficient c (peak value for the cosine schedule)"""
+    awag_schedule: str = "constant"
+    """c(t): 'constant' or 'drqv2_cosine' (c·½(1+cos(π·min(t/awag_horizon_steps,1)^0.7)))"""
+    awag_horizon_steps: int = 300_000
+    """env steps until the cosine AWAG schedule reaches 0"""
+    awag_action_eps: float = 1e-3
+    """advisor actions are clipped to ±(1 − ε) before log π (atanh must stay finite)"""
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    """encoder and head widths"""
+
+    def __post_init__(self) -> None:
+        checks: dict[str, tuple[Any, bool, str]] = {
+            "gamma": (self.gamma, 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
+            "tau": (self.tau, 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            "batch_size": (self.batch_size, self.batch_size >= 1, ">= 1"),
+            "policy_lr": (self.policy_lr, self.policy_lr > 0, "> 0"),
+            "q_lr": (self.q_lr, self.q_lr > 0, "> 0"),
+            "policy_frequency": (self.policy_frequency, self.policy_frequency >= 1, ">= 1"),
+            "target_network_frequency": (self.target_network_frequency, self.target_network_frequency >= 1, ">= 1"),
+            "alpha": (self.alpha, self.alpha > 0, "> 0"),
+            "target_entropy_scale": (self.target_entropy_scale, math.isfinite(self.target_entropy_scale), "finite"),
+            "max_grad_norm": (self.max_grad_norm, self.max_grad_norm >= 0, ">= 0"),
+            "drq_pad_px": (self.drq_pad_px, self.drq_pad_px >= 0, ">= 0"),
+            "vmr_margin": (self.vmr_margin, self.vmr_margin >= 0, ">= 0"),
+            "vmr_decay_end_steps": (self.vmr_decay_end_steps, self.vmr_decay_end_steps >= self.vmr_decay_start_steps, ">= vmr_decay_start_steps"),
+            "awag_beta": (self.awag_beta, self.awag_beta > 0, "> 0"),
+            "awag_max_weight": (self.awag_max_weight, self.awag_max_weight >= 1, ">= 1"),
+            "awag_coef": (self.awag_coef, self.awag_coef >= 0, ">= 0"),
+            "awag_horizon_steps": (self.awag_horizon_steps, self.awag_horizon_steps > 0, "> 0"),
+            "awag_action_eps": (self.awag_action_eps, 0 < self.awag_action_eps < 1, "in (0, 1)"),
+            "awag_schedule": (self.awag_schedule, self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+        }
+        for name, (value, ok, allowed) in checks.items():
+            if not ok:
+                raise ValueError(f"SacConfig.{name}: expected {allowed}, got {value!r}")
+        if self.vmr_form not in {form.value for form in VmrForm}:
+            allowed = ", ".join(form.value for form in VmrForm)
+            raise ValueError(f"SacConfig.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
+        for name in self.guidance:
+            GuidanceTerm.parse(name)
+
+    @property
+    def terms(self) -> frozenset[GuidanceTerm]:
+        return frozenset(GuidanceTerm(name) for name in self.guidance)
+
+
+def ensure_finite(values: dict[str, torch.Tensor], global_step: int) -> None:
+    """Stop the run at the first non-finite loss term, naming it.
+
+    Raises:
+        FloatingPointError: if a term is NaN or infinite.
+    """
+    for name, value in values.items():
+        if not torch.isfinite(value).all():
+            raise FloatingPointError(
+                f"{name} is {value.item() if value.numel() == 1 else value} at global step {global_step}; "
+                "stopping (check rewards, learning rates and labels)"
+            )
+
+
+class SAC:
+    """SAC learner: networks, optimisers and ``update``.
+
+    Args:
+        obs_spec: observation layout.
+        action_dim: A; actions live in [-1, 1]^A.
+        config: hyper-parameters.
+        device: where the networks live.
+        seed: seeds the augmentation generator (torch's global RNG drives action noise; seed it
+            once at the entry point).
+    """
+
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, config: SacConfig = SacConfig(), device: torch.device | str = "cpu", seed: int = 0):
+        self.config, self.obs_spec, self.action_dim = config, obs_spec, action_dim
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+        encoder = make_encoder(obs_spec, config.network.encoder)
+        # The critic owns the encoder; the actor reads it with detached features (SAC-AE/DrQ).
+        self.qf = TwinQCritic(encoder, action_dim, config.network.critic_hidden).to(self.device)
+        self.actor = SquashedGaussianActor(encoder, action_dim, config.network.actor_hidden).to(self.device)
+        self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
+        actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
+        self.q_optimizer = torch.optim.Adam(self.qf.parameters(), lr=config.q_lr)
+        self.actor_optimizer = torch.optim.Adam(actor_params, lr=config.policy_lr)
+        self.target_entropy = -config.target_entropy_scale * action_dim
+        self.log_alpha = torch.tensor(math.log(config.alpha), device=self.device, requires_grad=True)
+        self.a_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
+        self.alpha = config.alpha
+
+    # ------------------------------------------------------------------ acting
+    @property
+    def policy_spec(self) -> PolicySpec:
+        return PolicySpec("sac", self.obs_spec, self.action_dim, self.config.network)
+
+    def policy(self) -> DrivingPolicy:
+        """The current actor as a stand-alone policy (a copy: later updates do not change it)."""
+        return DrivingPolicy(self.policy_spec, copy.deepcopy(self.actor), self.device)
+
+    def act(self, obs: NumpyObs, deterministic: bool = False) -> np.ndarray:
+        """Actions ``(B, A)`` for a batch of numpy observations (stochastic while collecting)."""
+        tensor_obs, _ = obs_to_tensor(obs, self.obs_spec, self.device)
+        with torch.no_grad():
+            return self.actor.act(tensor_obs, deterministic).cpu().numpy()
+
+    def awag_coefficient(self, global_step: int) -> float:
+        """c(t) of METHOD §2."""
+        cfg = self.config
+        if cfg.awag_schedule == "constant":
+            return cfg.awag_coef
+        return drqv2_cosine(global_step, peak=cfg.awag_coef, horizon_steps=cfg.awag_horizon_steps)
+
+    # ------------------------------------------------------------------ learning
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter] | None) -> None:
+        optimizer.zero_grad()
+        loss.backward()
+        if self.config.max_grad_norm > 0 and params is not None:
+            nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        optimizer.step()
+
+    def update(self, batch: ReplaySamples, global_step: int) -> dict[str, float]:
+        """One critic step, a delayed actor + temperature step, a target update.
+
+        Args:
+            batch: sampled transitions with label masks.
+            global_step: env steps so far (all clips); drives the schedules and the delays.
+
+        Returns:
+            Logged floats keyed by TensorBoard tag (actor tags only on actor steps).
+
+        Raises:
+            FloatingPointError: naming the first non-finite loss term.
+        """
+        cfg, terms = self.config, self.config.terms
+        obs = shift_observation(batch.observations, cfg.drq_pad_px, self.generator)
+        next_obs = shift_observation(batch.next_observations, cfg.drq_pad_px, self.generator)
+        has_advisor = batch.has_advisor
+        logs: dict[str, float] = {
+            "guidance/label_coverage": has_advisor.mean().item(),
+            "guidance/clip_coverage": batch.has_clip.mean().item(),
+        }
+        rewards = batch.rewards
+        if GuidanceTerm.CLIP_BONUS in terms:  # the learner's reward only (METHOD §3)
+            rewards = clip_bonus_rewards(rewards, batch.clip_bonus, batch.has_clip)
+            logs["guidance/clip_bonus_mean"] = (rewards - batch.rewards).mean().item()
+
+        # ---- critic: TD target, TD losses, VMR (METHOD §1)
+        with torch.no_grad():
+            next_state_actions, next_state_log_pi, _ = self.actor.sample(next_obs)
+            qf1_next_target, qf2_next_target = self.qf_target(next_obs, next_state_actions)
+            min_qf_next_target = torch.min(qf1_next_target, qf2_next_target) - self.alpha * next_state_log_pi
+            next_q_value = rewards + (1.0 - batch.dones) * cfg.gamma * min_qf_next_target
+
+        features = self.qf.encoder(obs)
+        qf1_a_values, qf2_a_values = self.qf.q_values(features, batch.actions)
+        qf1_loss = F.mse_loss(qf1_a_values, next_q_value)
+        qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
+        qf_loss = qf1_loss + qf2_loss
+        checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
+        if GuidanceTerm.VMR in terms:
+            vmr_coef = vmr_coefficient(global_step, cfg.vmr_decay_start_steps, cfg.vmr_decay_end_steps)
+            qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
+            vmr = vmr_loss(qf1_advisor, qf1_a_values, has_advisor, cfg.vmr_margin, cfg.vmr_form) + vmr_loss(
+                qf2_advisor, qf2_a_values, has_advisor, cfg.vmr_margin, cfg.vmr_form
+            )
+            qf_loss = qf_loss + vmr_coef * vmr
+            checked["guidance/vmr_loss"] = vmr
+            logs.update({"guidance/vmr_loss": vmr.item(), "guidance/vmr_coef": vmr_coef})
+        ensure_finite(checked, global_step)
+        self._step(self.q_optimizer, qf_loss, list(self.qf.parameters()))
+        logs.update({
+            "losses/qf1_values": qf1_a_values.mean().item(),
+            "losses/qf2_values": qf2_a_values.mean().item(),
+            "losses/qf1_loss": qf1_loss.item(),
+            "losses/qf2_loss": qf2_loss.item(),
+            "losses/qf_loss": qf_loss.item() / 2.0,
+        })
+
+        # ---- actor and temperature, delayed (CleanRL: policy_frequency steps at once)
+        if global_step % cfg.policy_frequency == 0:
+            actor_features = features.detach()
+            for _ in range(cfg.policy_frequency):
+                logs.update(self._actor_step(actor_features, batch, global_step))
+
+        # ---- target critics
+        if global_step % cfg.target_network_frequency == 0:
+            with torch.no_grad():
+                for param, target_param in zip(self.qf.parameters(), self.qf_target.parameters()):
+                    target_param.lerp_(param, cfg.tau)
+        return logs
+
+    def _actor_step(self, features: torch.Tensor, batch: ReplaySamples, global_step: int) -> dict[str, float]:
+        """Actor loss (+ AWAG, METHOD §2), then the temperature loss."""
+        cfg = self.config
+        pi, log_pi, _ = self.actor.sample_from_features(features)
+        qf1_pi, qf2_pi = self.qf.q_values(features, pi)
+        actor_loss = (self.alpha * log_pi - torch.min(qf1_pi, qf2_pi)).mean()
+        checked = {"losses/actor_loss": actor_loss}
+        logs: dict[str, float] = {}
+        if GuidanceTerm.AWAG in cfg.terms:
+            bound = 1.0 - cfg.awag_action_eps
+            advisor_actions = batch.advisor_actions.clamp(-bound, bound)
+            with torch.no_grad():
+                mu = self.actor.params_from_features(features)[0].tanh()
+                q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
+                q_policy_min = torch.min(*self.qf.q_values(features, mu))
+                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag_beta, cfg.awag_max_weight)
+            log_prob_advisor = self.actor.log_prob_from_features(features, advisor_actions)
+            awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
+            awag_coef = self.awag_coefficient(global_step)
+            actor_loss = actor_loss + awag_coef * awag_term
+            checked["guidance/awag_loss"] = awag_term
+            gated = awag.gate.sum().clamp(min=1.0)
+            logs.update({
+                "guidance/awag_loss": awag_term.item(),
+                "guidance/awag_coef": awag_coef,
+                "guidance/awag_gate_fraction": awag.gate.mean().item(),
+                "guidance/awag_mean_weight": ((awag.gate * awag.weights).sum() / gated).item(),
+            })
+        ensure_finite(checked, global_step)
+        self._step(self.actor_optimizer, actor_loss, [p for g in self.actor_optimizer.param_groups for p in g["params"]])
+        logs["losses/actor_loss"] = actor_loss.item()
+
+        alpha_loss = torch.zeros(())
+        if cfg.autotune:
+            alpha_loss = (-self.log_alpha.exp() * (log_pi.detach() + self.target_entropy)).mean()
+            self._step(self.a_optimizer, alpha_loss, None)
+            self.alpha = self.log_alpha.exp().item()
+        logs.update({"losses/alpha": self.alpha, "losses/alpha_loss": alpha_loss.item(), "losses/entropy": -log_pi.mean().item()})
+        return logs
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume training (not the replay buffer)."""
+        return {
+            "qf": self.qf.state_dict(),
+            "qf_target": self.qf_target.state_dict(),
+            "actor": self.actor.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "a_optimizer": self.a_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.qf.load_state_dict(state["qf"])
+        self.qf_target.load_state_dict(state["qf_target"])
+        self.actor.load_state_dict(state["actor"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.alpha = self.log_alpha.exp().item()
+        self.q_optimizer.load_state_dict(state["q_optimizer"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.a_optimizer.load_state_dict(state["a_optimizer"])
+        self.generator.set_state(state["generator"])

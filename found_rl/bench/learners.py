@@ -1,0 +1,226 @@
+"""``found-rl bench learners``: reference parity of the SAC and PPO learners on gymnasium classics.
+
+SAC on ``Pendulum-v1`` for 20k steps (Stable-Baselines3 zoo: −176 ± 102; target ≥ −200) and PPO
+on ``CartPole-v1`` within 200k steps (CleanRL: 489 ± 18 within 500k; target ≥ 475). Each run
+trains from scratch with one seed and reports the mean return of 10 deterministic evaluation
+episodes at the end. The drivers below are deliberately CleanRL-shaped: they step the env,
+fill storage and call ``update``; the learners never touch an env.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+SAC_TARGET = -200.0
+PPO_TARGET = 475.0
+EVAL_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One training run: final evaluation return and wall-clock seconds."""
+
+    seed: int
+    eval_return: float
+    wall_s: float
+    env_steps: int
+
+
+def evaluate(policy_act: Callable[[Any], Any], env_id: str, seed: int, episodes: int = EVAL_EPISODES, rescale: bool = False) -> float:
+    """Mean undiscounted return of ``episodes`` deterministic episodes (seeds ``seed``, ``seed+1``, ...)."""
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id)
+    if rescale:
+        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            action = policy_act(np.asarray(obs, dtype=np.float32))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
+def train_sac_pendulum(seed: int, total_steps: int = 20_000, learning_starts: int = 1_000) -> RunResult:
+    """CleanRL-style SAC loop on Pendulum-v1 (actions rescaled to [-1, 1])."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from found_rl.algos.sac import SAC, SacConfig
+    from found_rl.models.encoders import NetworkConfig
+    from found_rl.models.observation import obs_spec_from_space
+    from found_rl.storage.replay import ReplayBuffer
+
+    start = time.perf_counter()
+    # TRY NOT TO MODIFY: seeding
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)
+    env.action_space.seed(seed)
+    spec = obs_spec_from_space(env.observation_space)
+    action_dim = int(env.action_space.shape[0])
+    # SB3 zoo Pendulum: learning rate 1e-3 for actor and critics; CleanRL-sized 256-256 MLPs.
+    config = SacConfig(policy_lr=1e-3, q_lr=1e-3, network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)))
+    sac = SAC(spec, action_dim, config, seed=seed)
+    buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
+
+    obs, _ = env.reset(seed=seed)
+    episode = 0
+    for global_step in range(1, total_steps + 1):
+        # ALGO LOGIC: action logic
+        if global_step <= learning_starts:
+            action = env.action_space.sample()
+        else:
+            action = sac.act(obs[None])[0]
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        buffer.add(obs[None], action[None], np.array([reward]), next_obs[None], np.array([terminated]),
+                   np.array([truncated]), step_ids=[(0, episode, global_step)])
+        obs = next_obs
+        if terminated or truncated:
+            obs, _ = env.reset()
+            episode += 1
+        # ALGO LOGIC: training
+        if global_step > learning_starts:
+            sac.update(buffer.sample(config.batch_size, rng), global_step)
+    env.close()
+    policy = sac.policy()
+    eval_return = evaluate(lambda o: policy.act(o), "Pendulum-v1", seed=10_000 + seed, rescale=True)
+    return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
+
+
+def train_ppo_cartpole(seed: int, total_steps: int = 200_000, num_envs: int = 8, num_steps: int = 32) -> RunResult:
+    """CleanRL-style PPO loop on CartPole-v1 with gymnasium's sync vector env (SB3 zoo settings)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from found_rl.algos.ppo import PPO, PpoConfig
+    from found_rl.models.encoders import NetworkConfig
+    from found_rl.models.observation import obs_spec_from_space
+    from found_rl.models.ppo_nets import action_kind_for_space
+    from found_rl.storage.rollout import RolloutStorage
+
+    start = time.perf_counter()
+    torch.manual_seed(seed)
+    envs = gym.make_vec(
+        "CartPole-v1", num_envs=num_envs, vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    envs.action_space.seed(seed)
+    spec = obs_spec_from_space(envs.single_observation_space)
+    action_kind, action_dim = action_kind_for_space(envs.single_action_space)
+    # SB3 zoo CartPole-v1: n_steps 32 × 8 envs, one 256 minibatch, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 annealed.
+    config = PpoConfig(
+        learning_rate=1e-3, total_timesteps=total_steps, gamma=0.98, gae_lambda=0.8, update_epochs=20,
+        num_minibatches=1, ent_coef=0.0, network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
+    )
+    ppo = PPO(spec, action_kind, action_dim, config, seed=seed)
+    storage = RolloutStorage(num_steps, num_envs, spec, (), discrete=True)
+    obs, _ = envs.reset(seed=seed)
+    global_step = 0
+    valid = torch.ones(num_envs)  # gymnasium resets in place: every row is a real transition
+    while global_step + num_envs * num_steps <= total_steps:
+        storage.reset()
+        for _ in range(num_steps):
+            obs_tensor = torch.as_tensor(obs, dtype=torch.float32)
+            actions, log_probs, values = ppo.step(obs_tensor)
+            next_obs, rewards, terminated, truncated, infos = envs.step(actions.numpy())
+            global_step += num_envs
+            final_values = torch.zeros(num_envs)
+            if truncated.any():  # bootstrap from the true final observation, not the reset one
+                final_obs = np.stack([infos["final_obs"][i] if truncated[i] else obs[i] for i in range(num_envs)])
+                final_values = ppo.value(torch.as_tensor(final_obs, dtype=torch.float32))
+            storage.add(obs_tensor, actions, log_probs, values, torch.as_tensor(rewards, dtype=torch.float32),
+                        torch.as_tensor(terminated), torch.as_tensor(truncated), valid, final_values)
+            obs = next_obs
+        rollout = storage.compute_returns(ppo.value(torch.as_tensor(obs, dtype=torch.float32)), config.gamma, config.gae_lambda)
+        ppo.update(rollout, global_step)
+    envs.close()
+    policy = ppo.policy()
+    eval_return = evaluate(lambda o: int(policy.act(o)), "CartPole-v1", seed=10_000 + seed)
+    return RunResult(seed, eval_return, time.perf_counter() - start, global_step)
+
+
+def _summary(results: list[RunResult]) -> dict[str, Any]:
+    returns = [r.eval_return for r in results]
+    return {
+        "mean": statistics.fmean(returns),
+        "std": statistics.pstdev(returns) if len(returns) > 1 else 0.0,
+        "returns": returns,
+        "wall_s": [round(r.wall_s, 1) for r in results],
+        "env_steps": results[0].env_steps,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    seeds = list(range(args.seeds))
+    sac_steps, ppo_steps = (3_000, 30_000) if args.quick else (args.sac_steps, args.ppo_steps)
+    sac = _summary([train_sac_pendulum(seed, sac_steps, learning_starts=min(1_000, sac_steps // 4)) for seed in seeds])
+    ppo = _summary([train_ppo_cartpole(seed, ppo_steps) for seed in seeds])
+    report = {
+        "sac_pendulum_return": sac["mean"],
+        "sac_pendulum_return_std": sac["std"],
+        "sac_pendulum_returns": sac["returns"],
+        "sac_pendulum_wall_s": sac["wall_s"],
+        "sac_pendulum_steps": sac["env_steps"],
+        "sac_pendulum_target": SAC_TARGET,
+        "sac_pendulum_target_met": sac["mean"] >= SAC_TARGET,
+        "ppo_cartpole_return": ppo["mean"],
+        "ppo_cartpole_return_std": ppo["std"],
+        "ppo_cartpole_returns": ppo["returns"],
+        "ppo_cartpole_wall_s": ppo["wall_s"],
+        "ppo_cartpole_steps": ppo["env_steps"],
+        "ppo_cartpole_target": PPO_TARGET,
+        "ppo_cartpole_target_met": ppo["mean"] >= PPO_TARGET,
+        "seeds": len(seeds),
+        "quick": bool(args.quick),
+        "torch_threads": args.threads,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"learner parity ({len(seeds)} seed(s){', quick' if args.quick else ''})")
+    for column in ("benchmark", "env steps", "mean return", "std", "per seed", "target", "met", "wall s / run"):
+        table.add_column(column)
+    rows = (("SAC Pendulum-v1", sac, SAC_TARGET, "sac_pendulum"), ("PPO CartPole-v1", ppo, PPO_TARGET, "ppo_cartpole"))
+    for name, summary, target, key in rows:
+        table.add_row(name, str(summary["env_steps"]), f"{summary['mean']:.1f}", f"{summary['std']:.1f}",
+                      ", ".join(f"{r:.0f}" for r in summary["returns"]), f">= {target:.0f}",
+                      "yes" if report[f"{key}_target_met"] else "no", ", ".join(str(w) for w in summary["wall_s"]))
+    Console().print(table)
+    return 0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=_positive_int, default=3, help="independent runs per learner (default 3)")
+    parser.add_argument("--quick", action="store_true", help="short smoke run (SAC 3k, PPO 30k steps); not a parity check")
+    parser.add_argument("--sac-steps", type=_positive_int, default=20_000, help="SAC env steps (default 20000)")
+    parser.add_argument("--ppo-steps", type=_positive_int, default=200_000, help="PPO env steps (default 200000)")
+    parser.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.set_defaults(run=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {value}")
+    return value

@@ -1,0 +1,269 @@
+"""``found-rl bench sim``: how fast the SUMO ``DrivingEnv`` steps and resets on one core.
+
+Measured in one process pinned to one core (OpenCV single-threaded):
+
+- env-steps/s with full BEV observations at 0, 50 and 150 background vehicles (the scenario's
+  traffic overridden), and with state-only observations at 50 vehicles;
+- where each BEV step's time goes: backend (SUMO + ego dynamics), BEV rendering, and the rest
+  (route tracking, infractions, hazards, state vector, reward);
+- reset time (mean and p95, ms) and the peak resident memory (MB);
+- MetaDrive's top-down observation side by side, when ``metadrive`` is importable.
+
+A simple route-following controller drives (pure pursuit on the route, 6 m/s): episodes end
+as they would in training (route completed, red light, timeout) and are reset; steps/s counts
+time inside ``env.step`` only, resets are timed separately. Target (issue 2): >= 1000
+steps/s with BEV and 50 vehicles, reset <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TARGET_STEPS_PER_S = 1000.0
+TARGET_RESET_MS = 50.0
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario YAML (default: quickstart)")
+    parser.add_argument("--steps", type=int, default=3000, help="env steps per measurement (default 3000)")
+    parser.add_argument("--resets", type=int, default=30, help="extra timed resets (default 30)")
+    parser.add_argument(
+        "--vehicles", default="0,50,150", help="comma-separated background vehicle counts for the BEV runs"
+    )
+    parser.add_argument("--state-vehicles", type=int, default=50, help="vehicles in the state-only run (default 50)")
+    parser.add_argument("--warmup-s", type=float, default=None, help="override the scenario's traffic warm-up")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Timer:
+    """Wall-clock seconds and calls accumulated around one callable."""
+
+    seconds: float = 0.0
+    calls: int = 0
+
+
+class _Timed:
+    """Wraps an object so calls of one method are timed (the rest passes through)."""
+
+    def __init__(self, inner: Any, method: str, timer: Timer) -> None:
+        self._inner, self._method, self._timer = inner, method, timer
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if name != self._method:
+            return value
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return value(*args, **kwargs)
+            finally:
+                self._timer.seconds += time.perf_counter() - start
+                self._timer.calls += 1
+
+        return timed
+
+
+def follow_route(env: Any) -> Any:
+    """A pure-pursuit action towards the route point 6 m ahead, cruising at 6 m/s."""
+    import numpy as np
+
+    snapshot = env.unwrapped.snapshot
+    route, ego = snapshot.route, snapshot.ego
+    target = route.xy[min(env.unwrapped.progress.index + 6, len(route.xy) - 1)]
+    heading = math.atan2(target[1] - ego.xy[1], target[0] - ego.xy[0])
+    error = (heading - math.radians(ego.yaw_deg) + math.pi) % (2 * math.pi) - math.pi
+    acc = 0.5 if ego.speed_mps < 6.0 else -0.1
+    return np.array([acc, max(-1.0, min(1.0, 2.0 * error))], dtype=np.float32)
+
+
+def measure_env(env: Any, steps: int, seed: int) -> dict[str, Any]:
+    """Step ``env`` ``steps`` times with :func:`follow_route`; time steps, resets and parts."""
+    backend_timer, render_timer = Timer(), Timer()
+    inner = env.unwrapped
+    inner.backend = _Timed(inner.backend, "step", backend_timer)
+    inner.renderer = _Timed(inner.renderer, "render", render_timer)
+    reset_ms: list[float] = []
+    start = time.perf_counter()
+    env.reset(seed=seed)
+    reset_ms.append(1000 * (time.perf_counter() - start))
+    step_s, episodes = 0.0, 0
+    for _ in range(steps):
+        action = follow_route(env)
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        step_s += time.perf_counter() - start
+        if terminated or truncated:
+            episodes += 1
+            start = time.perf_counter()
+            env.reset()
+            reset_ms.append(1000 * (time.perf_counter() - start))
+    backend_ms = 1000 * backend_timer.seconds / max(backend_timer.calls, 1)
+    render_ms = 1000 * render_timer.seconds / max(render_timer.calls, 1)
+    step_ms = 1000 * step_s / steps
+    return {
+        "steps_per_s": steps / step_s,
+        "step_ms": step_ms,
+        "backend_ms": backend_ms,
+        "render_ms": render_ms,
+        "other_ms": step_ms - backend_ms - render_ms,
+        "episodes": episodes,
+        "reset_ms": reset_ms,
+    }
+
+
+def measure_metadrive(steps: int) -> dict[str, Any]:
+    """MetaDrive's top-down observation env-steps/s, or why it was skipped."""
+    try:
+        from metadrive.envs.top_down_env import TopDownMetaDrive
+    except ImportError:
+        return {"skipped": "metadrive is not installed (pip install metadrive-simulator to compare)"}
+    env = TopDownMetaDrive({"num_scenarios": 10, "start_seed": 0, "traffic_density": 0.1})
+    try:
+        env.reset(seed=0)
+        start = time.perf_counter()
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step([0.0, 0.5])
+            if terminated or truncated:
+                env.reset()
+        return {"steps_per_s": steps / (time.perf_counter() - start)}
+    finally:
+        env.close()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def _pin_to_one_core() -> str:
+    """Pin this process to one CPU it may use; return a description."""
+    if not hasattr(os, "sched_setaffinity"):
+        return "not pinned (no sched_setaffinity)"
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return f"pinned to CPU {cpu}"
+
+
+def run(args: argparse.Namespace) -> int:
+    import cv2
+
+    from found_rl.env import DrivingEnv
+    from found_rl.scenario import load_scenario
+
+    counts = _parse_counts(args.vehicles)
+    if args.steps < 1 or args.resets < 0 or args.state_vehicles < 0:
+        raise ValueError(
+            f"--steps must be >= 1, --resets >= 0 and --state-vehicles >= 0, got --steps {args.steps} "
+            f"--resets {args.resets} --state-vehicles {args.state_vehicles}"
+        )
+    cv2.setNumThreads(1)
+    core = "not pinned (--no-pin)" if args.no_pin else _pin_to_one_core()
+    scenario = load_scenario(args.scenario)
+
+    def scenario_with(vehicles: int) -> Any:
+        traffic = {"vehicles": (vehicles, vehicles)}
+        if args.warmup_s is not None:
+            traffic["warmup_s"] = args.warmup_s
+        return scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update=traffic)})
+
+    report: dict[str, Any] = {
+        "scenario": str(args.scenario),
+        "steps": args.steps,
+        "walkers": list(scenario.traffic.walkers),
+        "core": core,
+    }
+    reset_ms: list[float] = []
+    runs = [("bev", n) for n in counts] + [("state", args.state_vehicles)]
+    for observation, vehicles in runs:
+        env = DrivingEnv(scenario_with(vehicles), observation=observation)
+        try:
+            result = measure_env(env, args.steps, scenario.seed)
+            if observation == "bev" and vehicles == counts[len(counts) // 2]:
+                for k in range(args.resets):
+                    start = time.perf_counter()
+                    env.reset(seed=scenario.seed + 1 + k)
+                    reset_ms.append(1000 * (time.perf_counter() - start))
+        finally:
+            env.close()
+        key = f"{observation}_{vehicles}"
+        report[f"steps_per_s_{key}"] = result["steps_per_s"]
+        for part in ("step_ms", "backend_ms", "render_ms", "other_ms"):
+            report[f"{part}_{key}"] = result[part]
+        report[f"episodes_{key}"] = result["episodes"]
+        reset_ms.extend(result["reset_ms"][1:])  # the first reset also starts SUMO; reported apart
+        report[f"first_reset_ms_{key}"] = result["reset_ms"][0]
+    report["reset_ms"] = sum(reset_ms) / len(reset_ms) if reset_ms else float("nan")
+    report["reset_ms_p95"] = _percentile(reset_ms, 95)
+    report["resets_timed"] = len(reset_ms)
+    report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    metadrive = measure_metadrive(min(args.steps, 1000))
+    report["steps_per_s_metadrive_topdown"] = metadrive.get("steps_per_s")
+    report["metadrive_note"] = metadrive.get("skipped", "")
+    report["target_met"] = bool(
+        report.get("steps_per_s_bev_50", 0.0) >= TARGET_STEPS_PER_S and report["reset_ms"] <= TARGET_RESET_MS
+    )
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_table(report, runs)
+    return 0
+
+
+def _parse_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 0 for n in counts):
+        raise ValueError(f"--vehicles must be comma-separated ints >= 0 such as 0,50,150, got {text!r}")
+    return counts
+
+
+def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    reference = report.get("steps_per_s_bev_50")
+    table = Table(title=f"found-rl DrivingEnv on one core ({report['scenario']}, {report['core']})")
+    for column in ("obs", "vehicles", "steps/s", "vs BEV@50", "ms/step", "sim ms", "BEV ms", "rest ms"):
+        table.add_column(column, justify="right")
+    for observation, vehicles in runs:
+        key = f"{observation}_{vehicles}"
+        rate = report[f"steps_per_s_{key}"]
+        ratio = f"{rate / reference:.2f}x" if reference else "-"
+        table.add_row(
+            observation,
+            str(vehicles),
+            f"{rate:,.0f}",
+            ratio,
+            f"{report[f'step_ms_{key}']:.2f}",
+            f"{report[f'backend_ms_{key}']:.2f}",
+            f"{report[f'render_ms_{key}']:.2f}",
+            f"{report[f'other_ms_{key}']:.2f}",
+        )
+    if report["steps_per_s_metadrive_topdown"] is not None:
+        table.add_row("metadrive top-down", "-", f"{report['steps_per_s_metadrive_topdown']:,.0f}", "", "", "", "", "")
+    console = Console()
+    console.print(table)
+    console.print(
+        f"reset: {report['reset_ms']:.1f} ms mean, {report['reset_ms_p95']:.1f} ms p95 over "
+        f"{report['resets_timed']} resets (target <= {TARGET_RESET_MS:.0f} ms); "
+        f"peak RSS {report['peak_rss_mb']:.0f} MB"
+    )
+    if report["metadrive_note"]:
+        console.print(f"MetaDrive: {report['metadrive_note']}")
+    verdict = "met" if report["target_met"] else "NOT met"
+    console.print(f"target (>= {TARGET_STEPS_PER_S:.0f} steps/s with BEV at 50 vehicles, reset <= 50 ms): {verdict}")

@@ -1,0 +1,67 @@
+"""Drawing the per-step BEV layers (route, actor boxes, stop lines) with few OpenCV calls.
+
+Each function draws one kind of object, all instances at once, into one ``(H, W)`` uint8
+channel. Coordinates are fixed-point pixels (``FIXED_POINT_BITS`` fraction bits, OpenCV's
+``shift``), so boxes keep sub-pixel accuracy and no rounding pass is needed.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+FIXED_POINT_BITS = 4
+FIXED_POINT_SCALE = float(1 << FIXED_POINT_BITS)
+
+_ROUTE_SIMPLIFY_PX = 0.5
+"""Tolerance when simplifying the ~1 m spaced route before drawing; far below a pixel."""
+
+
+def to_fixed_point_pixels(points_xy: np.ndarray, fixed_point_affine: np.ndarray) -> np.ndarray:
+    """World points ``(P, 1, 2)`` to int32 fixed-point pixels with ``affine * FIXED_POINT_SCALE``.
+
+    Truncation (not rounding) costs at most ``1 / FIXED_POINT_SCALE`` pixel.
+    """
+    if len(points_xy) == 0:
+        return np.zeros((0, 1, 2), np.int32)
+    return cv2.transform(points_xy, fixed_point_affine).astype(np.int32)
+
+
+def draw_route(channel: np.ndarray, route_px: np.ndarray, width_px: int, value: int = 255) -> None:
+    """Draw the route as one thick polyline.
+
+    Args:
+        channel: ``(H, W)`` uint8, drawn in place.
+        route_px: ``(K, 2)`` float ``(col, row)`` waypoints, plain pixels.
+        width_px: line thickness.
+        value: channel value.
+    """
+    if len(route_px) == 0:
+        return
+    points = route_px.astype(np.float32).reshape(-1, 1, 2)
+    if len(points) > 2:
+        # A dense route is mostly collinear; thick segments are the costly part of drawing it.
+        points = cv2.approxPolyDP(points, _ROUTE_SIMPLIFY_PX, False)
+    pixels = (points * FIXED_POINT_SCALE).astype(np.int32)
+    if len(pixels) == 1:
+        pixels = np.concatenate([pixels, pixels])
+    cv2.polylines(channel, [pixels], False, value, width_px, cv2.LINE_8, FIXED_POINT_BITS)
+
+
+def fill_boxes(channel: np.ndarray, corners_px: np.ndarray, refill_px: np.ndarray, value: int = 255) -> None:
+    """Fill oriented boxes given as ``(N, 4, 2)`` int32 fixed-point corners.
+
+    One ``fillPoly`` call fills every box; OpenCV fills such a call by the even-odd rule, so
+    where boxes overlap it leaves a hole, which refilling one box of each overlapping pair
+    (``refill_px``, one call each) closes.
+    """
+    if len(corners_px):
+        cv2.fillPoly(channel, corners_px, value, cv2.LINE_8, FIXED_POINT_BITS)
+    for corners in refill_px:
+        cv2.fillConvexPoly(channel, corners, value, cv2.LINE_8, FIXED_POINT_BITS)
+
+
+def draw_segments(channel: np.ndarray, segments_px: np.ndarray, width_px: int, value: int) -> None:
+    """Draw line segments ``(M, 2, 2)`` int32 fixed-point ``(col, row)`` with one call."""
+    if len(segments_px):
+        cv2.polylines(channel, segments_px, False, value, width_px, cv2.LINE_8, FIXED_POINT_BITS)

@@ -1,0 +1,217 @@
+"""Roach-compatible bird's-eye-view masks of a :class:`WorldSnapshot` (ARCHITECTURE §4)."""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from found_rl.bev.config import MARKING_CHANNEL, ROAD_CHANNEL, ROUTE_CHANNEL, BevConfig
+from found_rl.bev.history import BoxSet, FrameHistory, HistoryFrame, make_history_frame
+from found_rl.bev.layers import FIXED_POINT_SCALE, draw_route, draw_segments, fill_boxes, to_fixed_point_pixels
+from found_rl.bev.pooling import MaxPool
+from found_rl.bev.rgb import masks_to_rgb
+from found_rl.bev.static_map import BROKEN_BIT, ROAD_BIT, SOLID_BIT, StaticRaster, static_raster
+from found_rl.bev.transform import apply_affine, box_corners, world_to_pixel_affine
+from found_rl.hazards import nearest_route_index
+from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
+
+_ROUTE_SEARCH_WINDOW = 50
+_CULL_MIN_BOXES = 12
+"""Groups this small are drawn without culling (the test costs more than it saves)."""
+
+
+class BevRenderer:
+    """Renders the 15-channel BEV of each step and keeps the history it needs.
+
+    One renderer serves one episode stream: :meth:`render` appends the snapshot to the history,
+    :meth:`reset` clears it. Static layers come from a per-map raster cached by ``map_id``.
+    """
+
+    def __init__(self, map_geometry: MapGeometry | None = None, config: BevConfig = BevConfig()) -> None:
+        """Args:
+        map_geometry: a map to rasterise now (optional; a snapshot's map is used otherwise).
+        config: geometry, values and history of the BEV.
+        """
+        self.config = config
+        size = config.size_px
+        self._ego_pixel = config.ego_pixel
+        row, col = self._ego_pixel
+        corner_distance_px = max(math.hypot(r - row, c - col) for r in (0, size) for c in (0, size))
+        self._view_radius_m = corner_distance_px / config.pixels_per_m
+        self._masks = np.zeros((config.num_channels, size, size), np.uint8)
+        self._static_bits = np.zeros((size, size), np.uint8)
+        self._pool = MaxPool(self._masks.shape, config.pool)
+        self._road_lut = _bits_lut({ROAD_BIT: 255})
+        # Broken over solid where both meet, as Roach overwrites the broken pixels last.
+        self._marking_lut = _bits_lut({SOLID_BIT: config.solid_marking_value, BROKEN_BIT: config.broken_marking_value})
+        self._history = FrameHistory(config)
+        self._raster: StaticRaster | None = None
+        self._raster_map_id: str | None = None
+        self._route_id: int | None = None
+        self._route_index: int | None = None
+        self._last_affine: np.ndarray | None = None
+        self._last_frames: list[HistoryFrame] = []
+        self._last_ego: EgoState | None = None
+        if map_geometry is not None:
+            self._raster_for(map_geometry)
+
+    @property
+    def observation_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of :meth:`render`'s output; ``(15, 96, 96)`` by default."""
+        return self.config.observation_shape
+
+    @property
+    def last_masks(self) -> np.ndarray:
+        """``(C, size, size)`` uint8 full-resolution masks of the last render (read-only view;
+        overwritten by the next render, so copy it to keep it)."""
+        view = self._masks.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def route_index(self) -> int | None:
+        """Route waypoint the last render started the route layer from."""
+        return self._route_index
+
+    def reset(self) -> None:
+        """Forget the history and the route position (call at every episode start)."""
+        self._history.clear()
+        self._route_id = None
+        self._route_index = None
+        self._last_affine = None
+        self._last_frames = []
+
+    def render(self, snapshot: WorldSnapshot, route_index: int | None = None) -> np.ndarray:
+        """Render ``snapshot`` and append it to the history.
+
+        Args:
+            snapshot: the world now.
+            route_index: the ego's route waypoint if the caller tracks it; otherwise the renderer
+                finds the nearest waypoint near its previous answer.
+
+        Returns:
+            ``observation_shape`` uint8, max-pooled, C-contiguous, a new array each call.
+        """
+        config = self.config
+        ego = snapshot.ego
+        affine = world_to_pixel_affine(ego.xy, ego.yaw_deg, config.pixels_per_m, self._ego_pixel)
+        masks = self._masks
+        masks.fill(0)
+
+        self._draw_static(snapshot.map, affine)
+        self._draw_route(snapshot, affine, route_index)
+
+        self._history.append(make_history_frame(snapshot, config))
+        frames = self._history.select()
+        ego_xy = np.asarray(ego.xy, dtype=np.float64)[:2]
+        fixed_point_affine = affine * FIXED_POINT_SCALE
+        pixels_by_frame: dict[int, np.ndarray] = {}
+        for slot, frame in enumerate(frames):
+            pixels = pixels_by_frame.get(id(frame))
+            if pixels is None:
+                pixels = to_fixed_point_pixels(frame.points_xy, fixed_point_affine)
+                pixels_by_frame[id(frame)] = pixels
+            self._draw_frame(slot, frame, pixels, ego_xy)
+
+        self._last_affine = affine
+        self._last_frames = frames
+        self._last_ego = ego
+        return self._pool(masks)
+
+    def render_rgb(self) -> np.ndarray:
+        """``(size, size, 3)`` uint8 RGB picture of the last render, ego box in white."""
+        if self._last_affine is None:
+            raise RuntimeError("BevRenderer.render_rgb() needs a render() first")
+        config = self.config
+        size = config.size_px
+        affine = self._last_affine
+        stop_sign_masks = np.zeros((config.history_frames, size, size), np.uint8)
+        for slot, frame in enumerate(self._last_frames):
+            if len(frame.stop_sign_lines):
+                segments = to_fixed_point_pixels(frame.stop_sign_lines.reshape(-1, 1, 2), affine * FIXED_POINT_SCALE)
+                draw_segments(stop_sign_masks[slot], segments.reshape(-1, 2, 2), config.stop_line_width_px, 1)
+        ego_mask = np.zeros((size, size), np.uint8)
+        if self._last_ego is not None:
+            cv2.fillConvexPoly(ego_mask, ego_corners_px(self._last_ego, affine), 1)
+        return masks_to_rgb(self._masks, config, stop_sign_masks.astype(bool), ego_mask.astype(bool))
+
+    def _raster_for(self, geometry: MapGeometry) -> StaticRaster:
+        if self._raster is None or geometry.map_id != self._raster_map_id:
+            config = self.config
+            self._raster = static_raster(geometry, config.pixels_per_m, config.marking_width_px, config.max_static_pixels)
+            self._raster_map_id = geometry.map_id
+        return self._raster
+
+    def _draw_static(self, geometry: MapGeometry, affine: np.ndarray) -> None:
+        """Crop road and markings out of the cached raster with one nearest-neighbour warp."""
+        raster = self._raster_for(geometry)
+        to_world = np.vstack([raster.pixel_to_world_affine(), [0.0, 0.0, 1.0]])
+        raster_to_bev = affine @ to_world
+        cv2.warpAffine(
+            raster.bits,
+            raster_to_bev,
+            (self.config.size_px, self.config.size_px),
+            dst=self._static_bits,
+            flags=cv2.INTER_NEAREST,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=0,
+        )
+        cv2.LUT(self._static_bits, self._road_lut, dst=self._masks[ROAD_CHANNEL])
+        cv2.LUT(self._static_bits, self._marking_lut, dst=self._masks[MARKING_CHANNEL])
+
+    def _draw_route(self, snapshot: WorldSnapshot, affine: np.ndarray, route_index: int | None) -> None:
+        route = snapshot.route
+        if len(route.xy) == 0:
+            return
+        if route_index is None:
+            hint = self._route_index if self._route_id == id(route) else None
+            route_index = nearest_route_index(route, snapshot.ego.xy, hint, _ROUTE_SEARCH_WINDOW)
+        self._route_id = id(route)
+        self._route_index = route_index
+        # One waypoint behind the nearest so the line always reaches under the ego.
+        start = max(route_index - 1, 0)
+        waypoints = route.xy[start : route_index + self.config.route_waypoints]
+        draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
+
+    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, ego_xy: np.ndarray) -> None:
+        """Draw one history frame's boxes and stop lines into its channels."""
+        config = self.config
+        masks = self._masks
+        self._draw_boxes(masks[config.vehicle_channels[slot]], frame.vehicles, pixels, ego_xy)
+        self._draw_boxes(masks[config.walker_channels[slot]], frame.walkers, pixels, ego_xy)
+        light_channel = masks[config.light_channels[slot]]
+        for value, start, stop in frame.line_groups:
+            draw_segments(light_channel, pixels[start:stop].reshape(-1, 2, 2), config.stop_line_width_px, value)
+
+    def _draw_boxes(self, channel: np.ndarray, boxes: BoxSet, pixels: np.ndarray, ego_xy: np.ndarray) -> None:
+        if boxes.num_boxes == 0:
+            return
+        corners = pixels[boxes.start : boxes.start + 4 * boxes.num_boxes].reshape(-1, 4, 2)
+        refill = corners[boxes.refill] if len(boxes.refill) else corners[:0]
+        if boxes.num_boxes > _CULL_MIN_BOXES:
+            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
+            delta = boxes.centres_xy - ego_xy
+            reach = boxes.radii_m + self._view_radius_m
+            corners = corners[np.einsum("ij,ij->i", delta, delta) <= reach * reach]
+        fill_boxes(channel, corners, refill)
+
+
+def _bits_lut(value_by_bit: dict[int, int]) -> np.ndarray:
+    """A 256-entry table giving each bit pattern the value of its highest listed bit."""
+    codes = np.arange(256)
+    table = np.zeros(256, np.uint8)
+    for bit in sorted(value_by_bit):
+        table[(codes & bit) != 0] = value_by_bit[bit]
+    return table
+
+
+def ego_corners_px(ego: EgoState, affine: np.ndarray) -> np.ndarray:
+    """``(4, 2)`` int32 pixel corners of the ego box."""
+    corners = box_corners(
+        np.asarray(ego.xy, dtype=np.float64)[None, :2],
+        np.array([ego.yaw_deg], dtype=np.float64),
+        np.asarray(ego.half_extent, dtype=np.float64)[None, :2],
+    )[0]
+    return np.rint(apply_affine(affine, corners)).astype(np.int32)

@@ -1,0 +1,127 @@
+"""The static BEV layers (road, lane markings), rasterised once per map and cropped per step.
+
+A map is drawn once into one large uint8 raster whose bits say road / solid marking / broken
+marking. Each step crops the ego's view out of it with a single nearest-neighbour affine warp
+and splits the bits into channels with two look-up tables, so per-step cost does not depend on
+the map's size or detail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from found_rl.sim.snapshot import MapGeometry
+
+ROAD_BIT = 1
+SOLID_BIT = 2
+BROKEN_BIT = 4
+
+_SHIFT_BITS = 3
+"""Fixed-point fraction bits passed to OpenCV so polygons keep sub-pixel precision."""
+
+_MARGIN_M = 2.0
+_CACHE_SIZE = 4
+_cache: OrderedDict[tuple, StaticRaster] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class StaticRaster:
+    """A map's static layers as bit flags.
+
+    Attributes:
+        bits: ``(H, W)`` uint8 of ``ROAD_BIT | SOLID_BIT | BROKEN_BIT`` flags; row = y (south).
+        origin_xy: world ``(x, y)`` of pixel ``(0, 0)``'s centre, metres.
+        pixels_per_m: raster resolution (lower than the BEV's on very large maps).
+    """
+
+    bits: np.ndarray
+    origin_xy: tuple[float, float]
+    pixels_per_m: float
+
+    def pixel_to_world_affine(self) -> np.ndarray:
+        """``(2, 3)`` map from raster ``(col, row)`` to world ``(x, y)``."""
+        scale = 1.0 / self.pixels_per_m
+        return np.array([[scale, 0.0, self.origin_xy[0]], [0.0, scale, self.origin_xy[1]]])
+
+
+def static_raster(
+    geometry: MapGeometry,
+    pixels_per_m: float,
+    marking_width_px: int,
+    max_pixels: int,
+) -> StaticRaster:
+    """The raster of ``geometry``, from a small per-process cache keyed by ``map_id``."""
+    key = (geometry.map_id, pixels_per_m, marking_width_px, max_pixels)
+    raster = _cache.get(key)
+    if raster is None:
+        raster = rasterize_map(geometry, pixels_per_m, marking_width_px, max_pixels)
+        _cache[key] = raster
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(key)
+    return raster
+
+
+def rasterize_map(
+    geometry: MapGeometry,
+    pixels_per_m: float,
+    marking_width_px: int,
+    max_pixels: int,
+) -> StaticRaster:
+    """Draw road polygons and markings of a whole map (pure; no cache).
+
+    Args:
+        geometry: the map.
+        pixels_per_m: wanted resolution; lowered when the map would exceed ``max_pixels``.
+        marking_width_px: marking thickness at ``pixels_per_m``.
+        max_pixels: cap on the raster's pixel count.
+    """
+    min_x, min_y, max_x, max_y = _extent(geometry)
+    width_m, height_m = max_x - min_x + 2 * _MARGIN_M, max_y - min_y + 2 * _MARGIN_M
+    resolution = pixels_per_m
+    if width_m * height_m * resolution**2 > max_pixels:
+        resolution = math.sqrt(max_pixels / (width_m * height_m))
+    width_px = max(int(math.ceil(width_m * resolution)), 1)
+    height_px = max(int(math.ceil(height_m * resolution)), 1)
+    origin = (min_x - _MARGIN_M, min_y - _MARGIN_M)
+
+    def to_fixed_point(points: np.ndarray) -> np.ndarray:
+        pixels = (np.asarray(points, dtype=np.float64)[:, :2] - origin) * resolution
+        return np.round(pixels * (1 << _SHIFT_BITS)).astype(np.int32)
+
+    bits = np.zeros((height_px, width_px), np.uint8)
+    plane = np.zeros_like(bits)
+    # One call per polygon: a single fillPoly over overlapping polygons (lanes and junctions
+    # overlap) fills by the even-odd rule and would punch holes where they overlap.
+    for polygon in geometry.road_polygons:
+        if len(polygon) >= 3:
+            cv2.fillPoly(plane, [to_fixed_point(polygon)], 1, cv2.LINE_8, _SHIFT_BITS)
+    bits |= plane * ROAD_BIT
+
+    thickness = max(1, int(round(marking_width_px * resolution / pixels_per_m)))
+    for markings, bit in ((geometry.solid_markings, SOLID_BIT), (geometry.broken_markings, BROKEN_BIT)):
+        lines = [to_fixed_point(line.xy) for line in markings if len(line.xy) >= 2]
+        if lines:
+            plane[:] = 0
+            cv2.polylines(plane, lines, False, 1, thickness, cv2.LINE_8, _SHIFT_BITS)
+            bits |= plane * np.uint8(bit)
+    return StaticRaster(bits=bits, origin_xy=origin, pixels_per_m=resolution)
+
+
+def _extent(geometry: MapGeometry) -> tuple[float, float, float, float]:
+    """Bounds of everything drawn (``geometry.bounds`` may be unset)."""
+    arrays = [np.asarray(p, dtype=np.float64)[:, :2] for p in geometry.road_polygons if len(p)]
+    arrays += [line.xy[:, :2] for line in (*geometry.solid_markings, *geometry.broken_markings) if len(line.xy)]
+    if not arrays:
+        return (0.0, 0.0, 1.0, 1.0)
+    points = np.concatenate(arrays)
+    if not np.all(np.isfinite(points)):
+        raise ValueError(f"MapGeometry {geometry.map_id!r}: road polygons or markings contain NaN or inf")
+    low, high = points.min(axis=0), points.max(axis=0)
+    return (float(low[0]), float(low[1]), float(high[0]), float(high[1]))

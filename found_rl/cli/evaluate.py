@@ -1,0 +1,106 @@
+"""``found-rl eval``: closed-loop route evaluation with CARLA-leaderboard metrics.
+
+Example::
+
+    found-rl eval --scenario scenarios/town_grid.yaml --agent expert --out results/expert.json
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
+    parser.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's route file)")
+    parser.add_argument(
+        "--agent", required=True, help="expert | checkpoint:PATH | advisor:URL (an advisor server's base URL)"
+    )
+    parser.add_argument("--repetitions", type=int, default=1, help="episodes per route, each freshly reset")
+    parser.add_argument("--seed", type=int, default=0, help="base seed; each episode's seed derives from it")
+    parser.add_argument("--out", required=True, type=Path, help="results JSON (leaderboard layout); resumed if it exists")
+    parser.add_argument("--video-dir", type=Path, help="write one annotated BEV video per route here")
+    parser.add_argument("--video-format", choices=("gif", "mp4"), default="gif")
+    parser.add_argument("--device", default="cpu", help="torch device for checkpoint agents")
+    parser.add_argument("--advisor-timeout", type=float, default=10.0, help="seconds to wait for an advisor answer")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(run=run)
+
+
+def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
+    """The scenario with ``--routes`` swapped in, checked to have a route file with routes.
+
+    Raises:
+        ValueError: random-route scenario without ``--routes``, or a route file without routes.
+        FileNotFoundError: missing scenario or route file.
+    """
+    from found_rl.routes import parse_routes
+    from found_rl.scenario import RoutesConfig, load_scenario
+
+    scenario = load_scenario(scenario_path)
+    if routes_path is not None:
+        parse_routes(routes_path)  # names the file when it is missing, malformed or empty
+        routes = RoutesConfig(file=routes_path.resolve())
+        scenario = scenario.model_copy(update={"routes": routes})
+    if scenario.routes.file is None:
+        raise ValueError(
+            f"--scenario {scenario_path}: routes are random (routes.random_length_m), so there is no "
+            "fixed route list to evaluate; pass --routes FILE (a leaderboard routes.xml)"
+        )
+    parse_routes(scenario.routes.file)
+    return scenario
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.repetitions < 1:
+        raise ValueError(f"--repetitions must be >= 1, got {args.repetitions}")
+    if args.advisor_timeout <= 0:
+        raise ValueError(f"--advisor-timeout must be > 0 seconds, got {args.advisor_timeout}")
+
+    import gymnasium as gym
+
+    from found_rl import DRIVING_ENV_ID
+    from found_rl.evaluation.agents import make_agent
+    from found_rl.evaluation.report import print_summary
+    from found_rl.evaluation.results import ResultsFile
+    from found_rl.evaluation.runner import evaluate
+
+    from found_rl.routes import parse_routes
+
+    scenario = prepare_scenario(args.scenario, args.routes)
+    num_routes = len(parse_routes(scenario.routes.file))
+    identity = {
+        "scenario": str(args.scenario.resolve()),
+        "routes": str(Path(scenario.routes.file).resolve()),
+        "agent": args.agent,
+        "repetitions": args.repetitions,
+        "seed": args.seed,
+    }
+    # Fail fast, before SUMO starts: a foreign --out, a bad agent spec, checkpoint or URL.
+    results = ResultsFile(args.out, identity, total=num_routes * args.repetitions)
+    agent = make_agent(args.agent, device=args.device, advisor_timeout_s=args.advisor_timeout)
+    env = None
+    try:
+        observation = "state" if args.agent == "expert" else "bev"
+        render_mode = "rgb_array" if args.video_dir is not None else None
+        env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode)
+        evaluate(
+            env,
+            agent,
+            results,
+            num_routes=num_routes,
+            repetitions=args.repetitions,
+            seed=args.seed,
+            video_dir=args.video_dir,
+            video_format=args.video_format,
+            show_progress=not args.no_progress,
+        )
+    finally:
+        agent.close()
+        if env is not None:
+            env.close()
+    print_summary(results)
+    print(f"results: {args.out}")
+    return 0

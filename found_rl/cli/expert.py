@@ -1,0 +1,115 @@
+"""``found-rl expert``: drive the privileged expert (``drive``) or collect a dataset (``collect``).
+
+Examples::
+
+    found-rl expert drive --scenario scenarios/town_grid.yaml --route 0 --video expert.gif
+    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --noise 0.05 --out data/expert
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="expert_command", metavar="ACTION", required=True)
+
+    collect = actions.add_parser("collect", help="write expert samples as webdataset shards")
+    collect.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
+    collect.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)")
+    collect.add_argument("--steps", required=True, type=int, help="samples to write (one per env step)")
+    collect.add_argument("--out", required=True, type=Path, help="output folder (must be empty or new)")
+    collect.add_argument("--noise", type=float, default=0.0, help="chance per step of a 1 s action perturbation")
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--samples-per-shard", type=int, default=1000)
+    collect.add_argument("--no-progress", action="store_true")
+    collect.set_defaults(run=run_collect)
+
+    drive = actions.add_parser("drive", help="drive one route and print its leaderboard scores")
+    drive.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
+    drive.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)")
+    drive.add_argument("--route", type=int, default=None, help="route index (default: drawn from the seed)")
+    drive.add_argument("--seed", type=int, default=0)
+    drive.add_argument("--video", type=Path, help="write an annotated BEV video (.gif or .mp4)")
+    drive.set_defaults(run=run_drive)
+
+
+def _scenario(scenario_path: Path, routes_path: Path | None):
+    from found_rl.routes import parse_routes
+    from found_rl.scenario import RoutesConfig, load_scenario
+
+    scenario = load_scenario(scenario_path)
+    if routes_path is not None:
+        parse_routes(routes_path)
+        scenario = scenario.model_copy(update={"routes": RoutesConfig(file=routes_path.resolve())})
+    return scenario
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    if args.steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    import gymnasium as gym
+
+    from found_rl import DRIVING_ENV_ID
+    from found_rl.dataset.collect import NoiseConfig, collect
+    from found_rl.dataset.shards import ShardWriter
+
+    noise = NoiseConfig(probability=args.noise)
+    scenario = _scenario(args.scenario, args.routes)
+    settings = {
+        "scenario": str(args.scenario.resolve()),
+        "routes": str(scenario.routes.file) if scenario.routes.file else None,
+        "steps": args.steps,
+        "noise": args.noise,
+        "seed": args.seed,
+    }
+    writer = ShardWriter(args.out, samples_per_shard=args.samples_per_shard, settings=settings)
+    env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation="bev", render_mode="rgb_array")
+    try:
+        with writer:
+            counts = collect(env, writer, args.steps, noise, args.seed, show_progress=not args.no_progress)
+    finally:
+        env.close()
+    print(
+        f"wrote {counts['samples']} samples ({counts['perturbed']} perturbed) from {counts['episodes']} "
+        f"episodes in {len(writer.shards)} shards to {args.out}"
+    )
+    return 0
+
+
+def run_drive(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    from found_rl import DRIVING_ENV_ID
+    from found_rl.evaluation.agents import ExpertAgent
+    from found_rl.evaluation.runner import run_episode
+    from found_rl.evaluation.video import VideoRecorder
+    from found_rl.metrics import route_scores
+
+    scenario = _scenario(args.scenario, args.routes)
+    video = VideoRecorder(args.video) if args.video is not None else None
+    env = gym.make(
+        DRIVING_ENV_ID,
+        scenario=scenario,
+        observation="state",
+        render_mode="rgb_array" if video is not None else None,
+    )
+    try:
+        num_routes = env.unwrapped.num_routes
+        if args.route is not None and not 0 <= args.route < max(num_routes, 1):
+            raise ValueError(f"--route must be in [0, {num_routes}), got {args.route}")
+        outcome = run_episode(env, ExpertAgent(), args.route, args.seed, video)
+    finally:
+        env.close()
+    summary, scores = outcome.summary, route_scores(outcome.summary)
+    print(
+        f"route {summary.route_id}: {summary.status.value}; DS {scores.driving_score:.3f} "
+        f"RC {scores.route_completion:.3f} IP {scores.infraction_penalty:.3f}; "
+        f"{summary.distance_m:.0f} m in {summary.duration_s:.1f} s simulated ({outcome.wall_s:.1f} s wall)"
+    )
+    for infraction in summary.infractions:
+        print(f"  step {infraction.step}: {infraction.kind.value} {infraction.detail}")
+    if args.video is not None:
+        print(f"video: {args.video}")
+    return 0

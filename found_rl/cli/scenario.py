@@ -1,0 +1,129 @@
+"""``found-rl scenario``: check and inspect scenario files, and generate route files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    check = actions.add_parser("check", help="validate scenario files (exit 2 naming the file and field)")
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    check.add_argument("--schema-only", action="store_true", help="skip building the network and planning routes")
+    check.set_defaults(run=run_check)
+
+    show = actions.add_parser("show", help="summarise a scenario: map size, lanes, lights, routes")
+    show.add_argument("file", type=Path, metavar="FILE")
+    show.set_defaults(run=run_show)
+
+    routes = actions.add_parser("routes", help="write a leaderboard routes.xml of random drives that turn at lights")
+    routes.add_argument("--scenario", type=Path, required=True, help="scenario whose map the routes drive on")
+    routes.add_argument("--count", type=int, default=12, help="number of routes")
+    routes.add_argument("--length-m", type=float, default=400.0, help="length of each route in metres")
+    routes.add_argument("--seed", type=int, default=0)
+    routes.add_argument("--town", default="", help="value of the town attribute")
+    routes.add_argument("--out", type=Path, required=True, help="output routes.xml")
+    routes.set_defaults(run=run_routes)
+
+
+def _world(path: Path, *, map_only: bool = False):
+    """(scenario, network path, sumolib net, planner) for a SUMO scenario.
+
+    ``map_only`` ignores the scenario's routes (so routes can be generated for a scenario
+    whose route file does not exist yet).
+    """
+    import yaml
+
+    from found_rl.maps import build_network, read_network
+    from found_rl.routes import RoutePlanner
+    from found_rl.scenario import load_scenario, parse_scenario
+    from found_rl.sim.sumo.frames import SumoFrame
+
+    if map_only and path.is_file():
+        data = yaml.safe_load(path.read_text())
+        if isinstance(data, dict):
+            data["routes"] = {"random_length_m": 100.0}
+        scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
+    else:
+        scenario = load_scenario(path)
+    if scenario.backend != "sumo":
+        raise ValueError(f"{path}: backend: this command needs a sumo scenario, got {scenario.backend!r}")
+    net_path = build_network(scenario.map)
+    net = read_network(net_path)
+    planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))
+    return scenario, net_path, net, planner
+
+
+def _plan_routes(scenario, planner):
+    from found_rl.routes import parse_routes
+
+    if scenario.routes.file is None:
+        return []
+    routes = []
+    for spec in parse_routes(scenario.routes.file):
+        try:
+            routes.append(planner.plan(spec))
+        except ValueError as exc:
+            raise ValueError(f"{scenario.routes.file}: {exc}") from None
+    return routes
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from found_rl.scenario import load_scenario
+
+    for path in args.files:
+        scenario = load_scenario(path)
+        if not args.schema_only and scenario.backend == "sumo":
+            scenario, _, _, planner = _world(path)
+            _plan_routes(scenario, planner)
+        print(f"{path}: ok")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from found_rl.actions import RoadOption
+    from found_rl.maps import load_map_geometry
+
+    scenario, net_path, net, planner = _world(args.file)
+    geometry = load_map_geometry(net_path, net)
+    min_x, min_y, max_x, max_y = geometry.bounds
+    lanes = geometry.lanes.values()
+    lights = net.getTrafficLights()
+    print(f"scenario   {args.file}  ({scenario.description or 'no description'})")
+    print(f"network    {net_path}")
+    print(f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m, id {geometry.map_id}")
+    print(f"lanes      {sum(not l.is_junction for l in lanes)} road lanes, {sum(l.is_junction for l in lanes)} junction lanes")
+    print(f"lights     {len(lights)} signalised junctions")
+    print(f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, {len(geometry.crossing_polygons)} crossings")
+    traffic = scenario.traffic
+    print(f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, walkers {traffic.walkers[0]}-{traffic.walkers[1]}")
+    routes = _plan_routes(scenario, planner)
+    if not routes:
+        print(f"routes     random, {scenario.routes.random_length_m:.0f} m each")
+        return 0
+    lengths = np.array([r.length_m for r in routes])
+    print(f"routes     {len(routes)} from {scenario.routes.file}, {lengths.min():.0f}-{lengths.max():.0f} m (mean {lengths.mean():.0f} m)")
+    for route in routes:
+        changes = np.flatnonzero(np.diff(route.commands.astype(int), prepend=-99))
+        turns = [RoadOption(int(route.commands[i])).name for i in changes if route.commands[i] in (RoadOption.LEFT, RoadOption.RIGHT)]
+        print(f"  {route.route_id:>6}  {route.length_m:6.0f} m  turns: {' '.join(turns) or '-'}")
+    return 0
+
+
+def run_routes(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from found_rl.routes import write_routes
+    from found_rl.routes.generate import generate_routes
+
+    if args.length_m <= 10:
+        raise ValueError(f"--length-m must be > 10, got {args.length_m}")
+    _, _, _, planner = _world(args.scenario, map_only=True)
+    routes = generate_routes(planner, np.random.default_rng(args.seed), args.count, args.length_m, town=args.town)
+    write_routes(args.out, routes)
+    print(f"wrote {len(routes)} routes to {args.out}")
+    return 0

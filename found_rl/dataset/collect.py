@@ -1,0 +1,141 @@
+"""Collect expert driving data, optionally with injected action noise and recovery (DART-style).
+
+Every sample pairs the observation o_t with the *expert's* action for o_t. With noise, the
+executed action is sometimes perturbed for a short burst, so the car drifts into off-nominal
+states; the stored labels there are still the expert's corrections, which teach recovery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from found_rl.dataset.shards import ShardWriter
+from found_rl.dataset.text import chat_sample, clip_caption
+from found_rl.expert import ExpertDriver, expert_action
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Action perturbations.
+
+    Attributes:
+        probability: chance per step of starting a perturbation (0 disables noise).
+        duration_steps: length of a perturbation, steps of 0.1 s.
+        steer_offset: maximum absolute steer offset (drawn uniformly, random sign).
+        acc_offset: standard deviation of the acc offset.
+    """
+
+    probability: float = 0.0
+    duration_steps: int = 10
+    steer_offset: float = 0.4
+    acc_offset: float = 0.3
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"--noise must be a probability in [0, 1], got {self.probability}")
+        if self.duration_steps < 1:
+            raise ValueError(f"noise duration_steps must be >= 1, got {self.duration_steps}")
+
+
+class NoiseInjector:
+    """Adds a constant offset to the action during bursts started at random steps."""
+
+    def __init__(self, config: NoiseConfig, rng: np.random.Generator) -> None:
+        self.config = config
+        self.rng = rng
+        self._left = 0
+        self._offset = np.zeros(2, dtype=np.float32)
+
+    def reset(self) -> None:
+        self._left = 0
+
+    @property
+    def is_active(self) -> bool:
+        return self._left > 0
+
+    def apply(self, action: np.ndarray) -> np.ndarray:
+        """The action to execute: ``action`` itself, or ``action + offset`` during a burst."""
+        config = self.config
+        if self._left == 0 and config.probability > 0 and self.rng.random() < config.probability:
+            self._left = config.duration_steps
+            steer = self.rng.uniform(0.5, 1.0) * config.steer_offset * self.rng.choice((-1.0, 1.0))
+            self._offset = np.array([self.rng.normal(0.0, config.acc_offset), steer], dtype=np.float32)
+        if self._left == 0:
+            return action
+        self._left -= 1
+        return np.clip(action + self._offset, -1.0, 1.0).astype(np.float32)
+
+
+def collect(
+    env: Any,
+    writer: ShardWriter,
+    steps: int,
+    noise: NoiseConfig,
+    seed: int,
+    show_progress: bool = True,
+) -> dict[str, int]:
+    """Drive the expert for ``steps`` samples (resetting episodes as they end).
+
+    The env must have ``observation="bev"`` and ``render_mode="rgb_array"``.
+
+    Returns:
+        Counts: ``samples``, ``episodes``, ``perturbed`` samples.
+    """
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(seed)
+    driver = ExpertDriver()
+    injector = NoiseInjector(noise, rng)
+    unwrapped = env.unwrapped
+    episodes = perturbed = 0
+    obs: dict[str, np.ndarray] | None = None
+    info: dict[str, Any] = {}
+    step_in_episode = 0
+    with tqdm(total=steps, unit="sample", disable=not show_progress, desc="collect") as bar:
+        for _ in range(steps):
+            if obs is None:
+                route_options = {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
+                obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
+                driver.reset()
+                injector.reset()
+                episodes += 1
+                step_in_episode = 0
+            snapshot = unwrapped.snapshot
+            observation = driver.observe(snapshot)
+            action = np.array(expert_action(observation, driver.config), dtype=np.float32)
+            executed = injector.apply(action)
+            is_perturbed = injector.is_active or not np.array_equal(executed, action)
+            perturbed += int(is_perturbed)
+            acc, steer = float(action[0]), float(action[1])
+            speed_mps = float(snapshot.ego.forward_speed_mps)
+            command = int(info["command"])
+            target = observation.target_ego_xy
+            writer.write(
+                bev_rgb=env.render(),
+                masks=np.asarray(unwrapped.renderer.last_masks, dtype=np.uint8),
+                metadata={
+                    "state": [float(v) for v in obs["state"]],
+                    "command": command,
+                    "speed_mps": speed_mps,
+                    "action": [acc, steer],
+                    "executed_action": [float(executed[0]), float(executed[1])],
+                    "target_ego": [float(target[0]), float(target[1])],
+                    "meta": {
+                        "route_id": snapshot.route.route_id,
+                        "episode": episodes - 1,
+                        "step": step_in_episode,
+                        "is_perturbed": bool(is_perturbed),
+                    },
+                },
+                caption=clip_caption(command, speed_mps, acc, steer),
+                chat=chat_sample(speed_mps, target, command, acc, steer),
+            )
+            obs, _, terminated, truncated, info = env.step(executed)
+            step_in_episode += 1
+            if terminated or truncated:
+                obs = None
+            bar.update(1)
+    return {"samples": steps, "episodes": episodes, "perturbed": perturbed}

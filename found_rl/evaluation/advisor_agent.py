@@ -1,0 +1,92 @@
+"""``advisor:URL``: drive with the actions of an advisor server (a VLM, or the expert plug-in).
+
+Each step sends what a training-time advice request carries (ARCHITECTURE §6): the RGB BEV,
+the command and forward speed, and the privileged ``state`` (``ExpertObservation.to_dict()``,
+which also holds the ``target_ego_xy`` the VLM prompt reads). The answer is executed at once,
+so this measures the advisor as a closed-loop driver.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+from found_rl.expert import ExpertObserver
+from found_rl.sim.snapshot import WorldSnapshot
+
+FALLBACK_ACTION = np.array([-1.0, 0.0], dtype=np.float32)
+"""Full brake, used until the advisor has answered once in an episode."""
+
+
+def check_reachable(url: str, timeout_s: float) -> None:
+    """Raise ``ValueError`` unless ``GET url/healthz`` answers within ``timeout_s``."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--agent advisor:{url}: the URL must start with http:// or https://")
+    health = url.rstrip("/") + "/healthz"
+    try:
+        with urllib.request.urlopen(health, timeout=timeout_s) as response:
+            if response.status != 200:
+                raise ValueError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ValueError(
+            f"--agent advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
+            "is `found-rl serve` running there?"
+        ) from None
+
+
+class AdvisorAgent:
+    """Asks the advisor at ``url`` for every action.
+
+    Args:
+        url: base URL of a ``vlm_server`` (``http://host:port``).
+        timeout_s: longest wait for one answer (and for the reachability check).
+
+    Raises:
+        ValueError: if the server does not answer its health check in time.
+    """
+
+    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+        from vlm_server.client import BlockingAdvisorClient
+
+        check_reachable(url, timeout_s)
+        self.name = f"advisor:{url}"
+        self.url = url
+        self.client = BlockingAdvisorClient(url, timeout_s=timeout_s)
+        self.observer = ExpertObserver()
+        self.renderer = None
+        self.failed_answers = 0
+        self._last_action = FALLBACK_ACTION
+
+    def reset(self) -> None:
+        self.observer.reset()
+        if self.renderer is not None:
+            self.renderer.reset()
+        self._last_action = FALLBACK_ACTION
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        from vlm_server.client import AdvisorError, AdvisorUnavailable
+
+        from found_rl.bev import BevRenderer
+
+        if self.renderer is None:
+            self.renderer = BevRenderer(snapshot.map)
+        observation = self.observer.observe(snapshot)
+        self.renderer.render(snapshot, self.observer.route_index)
+        try:
+            acc, steer = self.client.advise(
+                self.renderer.render_rgb(), observation.command, observation.speed_mps, observation.to_dict()
+            )
+        except AdvisorUnavailable as exc:
+            raise ValueError(f"--agent advisor:{self.url}: the advisor stopped answering: {exc}") from exc
+        except AdvisorError:
+            # A malformed answer (e.g. unparseable VLM text): keep the last action.
+            self.failed_answers += 1
+            return self._last_action
+        self._last_action = np.array([acc, steer], dtype=np.float32)
+        return self._last_action
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,93 @@
+"""Agents ``found-rl eval`` can drive: ``expert``, ``checkpoint:PATH``, ``advisor:URL``.
+
+Every agent sees the same observation and snapshot and returns one ``(acc, steer)`` action;
+termination is the env's business, so the rules are the same for all of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from found_rl.expert import ExpertDriver
+from found_rl.sim.snapshot import WorldSnapshot
+
+AGENT_SPECS = ("expert", "checkpoint:PATH", "advisor:URL")
+
+
+class Agent(Protocol):
+    """A driver for evaluation."""
+
+    name: str
+
+    def reset(self) -> None:
+        """Forget the previous episode."""
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        """``(2,)`` float32 ``(acc, steer)`` for this step."""
+
+    def close(self) -> None:
+        """Release connections or models."""
+
+
+class ExpertAgent:
+    """The privileged expert (reads only the snapshot)."""
+
+    name = "expert"
+
+    def __init__(self) -> None:
+        self.driver = ExpertDriver()
+
+    def reset(self) -> None:
+        self.driver.reset()
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        return self.driver.act(snapshot)
+
+    def close(self) -> None:
+        pass
+
+
+class CheckpointAgent:
+    """A trained policy, acting deterministically on the observation only."""
+
+    def __init__(self, path: str, device: str = "cpu") -> None:
+        from found_rl.checkpoint import load_policy
+
+        checkpoint = Path(path)
+        if not checkpoint.is_file():
+            raise FileNotFoundError(f"--agent checkpoint:{path}: no such checkpoint file")
+        self.name = f"checkpoint:{path}"
+        self.policy = load_policy(checkpoint, device=device)
+
+    def reset(self) -> None:
+        reset = getattr(self.policy, "reset", None)
+        if callable(reset):
+            reset()
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        return np.asarray(self.policy.act(obs, deterministic=True), dtype=np.float32).reshape(2)
+
+    def close(self) -> None:
+        pass
+
+
+def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.0) -> Any:
+    """Build the agent named by ``spec``.
+
+    Raises:
+        ValueError: for an unknown spec or an unreachable advisor.
+        FileNotFoundError: for a missing checkpoint.
+    """
+    kind, _, argument = spec.partition(":")
+    if spec == "expert":
+        return ExpertAgent()
+    if kind == "checkpoint" and argument:
+        return CheckpointAgent(argument, device=device)
+    if kind == "advisor" and argument:
+        from found_rl.evaluation.advisor_agent import AdvisorAgent
+
+        return AdvisorAgent(argument, timeout_s=advisor_timeout_s)
+    raise ValueError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")

@@ -1,0 +1,49 @@
+"""A console summary of a results file (leaderboard percentages, per route and global)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from found_rl.evaluation.results import ResultsFile
+from found_rl.events import InfractionKind
+
+_RATE_COLUMNS = (
+    ("ped/km", InfractionKind.COLLISION_PEDESTRIAN),
+    ("veh/km", InfractionKind.COLLISION_VEHICLE),
+    ("layout/km", InfractionKind.COLLISION_LAYOUT),
+    ("red/km", InfractionKind.RED_LIGHT),
+    ("stop/km", InfractionKind.STOP_SIGN),
+)
+
+
+def print_summary(results: ResultsFile, console: Console | None = None) -> None:
+    """One row per record and a mean row: DS, RC, IP in %, status and infraction counts."""
+    console = console or Console()
+    table = Table(title=f"{results.path}  ({len(results.records)}/{results.total} episodes)")
+    for name in ("route", "status", "DS %", "RC %", "IP %", "infractions", "time s"):
+        table.add_column(name, justify="right" if name.endswith(("%", "s")) else "left")
+    for record in results.records:
+        scores, meta = record["scores"], record["meta"]
+        counts = ", ".join(f"{k} {n}" for k, n in meta["infraction_counts"].items() if n)
+        table.add_row(
+            record["route_id"],
+            record["status"],
+            f"{scores['score_composed']:.1f}",
+            f"{scores['score_route']:.1f}",
+            f"{scores['score_penalty']:.1f}",
+            counts or "-",
+            f"{meta['duration_game']:.0f}",
+        )
+    totals = results.global_scores()
+    table.add_section()
+    table.add_row(
+        "mean",
+        "",
+        f"{100 * totals.driving_score:.1f}",
+        f"{100 * totals.route_completion:.1f}",
+        f"{100 * totals.infraction_penalty:.1f}",
+        ", ".join(f"{name} {totals.infractions_per_km[kind]:.2f}" for name, kind in _RATE_COLUMNS),
+        "",
+    )
+    console.print(table)

@@ -1,0 +1,245 @@
+"""Evaluation results in the CARLA leaderboard's JSON layout, written atomically, resumable.
+
+The file looks like the leaderboard's ``results.json``::
+
+    {"_checkpoint": {"global_record": {...}, "progress": [done, total], "records": [...]},
+     "entry_status": "Started" | "Finished", "eligible": true, "sensors": [],
+     "labels": [...], "values": [...], "found_rl": {<run identity>}}
+
+Scores are percentages (0-100) as on the leaderboard; ``score_composed`` is the leaderboard's
+key for the driving score and ``score_composite`` the same number under the name used in
+found-rl's docs. Each record's ``infractions`` maps leaderboard keys to sentences that end
+with the location, like the leaderboard's ``"... at (x=1.0, y=2.0, z=0.0)"``.
+
+``found_rl`` identifies the run (scenario, routes, agent, repetitions, seed): re-running with
+the same ``--out`` resumes only if it matches, and a file that is not ours (no such block,
+not JSON) is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from found_rl.events import EpisodeSummary, InfractionKind
+from found_rl.metrics import GlobalScores, RouteScores, count_infractions, global_scores
+
+FORMAT_VERSION = 1
+
+GLOBAL_LABELS = (
+    "Avg. driving score",
+    "Avg. route completion",
+    "Avg. infraction penalty",
+    "Collisions with pedestrians",
+    "Collisions with vehicles",
+    "Collisions with layout",
+    "Red lights infractions",
+    "Stop sign infractions",
+    "Off-road infractions",
+    "Route deviations",
+    "Route timeouts",
+    "Agent blocked",
+)
+_GLOBAL_VALUE_KINDS = (
+    InfractionKind.COLLISION_PEDESTRIAN,
+    InfractionKind.COLLISION_VEHICLE,
+    InfractionKind.COLLISION_LAYOUT,
+    InfractionKind.RED_LIGHT,
+    InfractionKind.STOP_SIGN,
+    InfractionKind.OUTSIDE_ROUTE_LANES,
+    InfractionKind.ROUTE_DEVIATION,
+    InfractionKind.ROUTE_TIMEOUT,
+    InfractionKind.VEHICLE_BLOCKED,
+)
+
+
+def record_name(route_id: str, repetition: int) -> str:
+    """The leaderboard 2.0 record id: ``RouteScenario_<id>_rep<n>``."""
+    return f"RouteScenario_{route_id}_rep{repetition}"
+
+
+def build_record(
+    index: int,
+    repetition: int,
+    summary: EpisodeSummary,
+    scores: RouteScores,
+    duration_system_s: float,
+) -> dict[str, Any]:
+    """One leaderboard record for a finished episode (scores in %)."""
+    infractions: dict[str, list[str]] = {kind.value: [] for kind in InfractionKind}
+    for infraction in summary.infractions:
+        x, y = infraction.xy
+        text = infraction.detail or infraction.kind.value.replace("_", " ")
+        infractions[infraction.kind.value].append(f"{text} at (x={x:.1f}, y={y:.1f}, z=0.0)")
+    counts = count_infractions(summary.infractions)
+    return {
+        "index": index,
+        "route_id": record_name(summary.route_id, repetition),
+        "status": summary.status.value,
+        "infractions": infractions,
+        "scores": {
+            "score_route": 100.0 * scores.route_completion,
+            "score_penalty": 100.0 * scores.infraction_penalty,
+            "score_composed": 100.0 * scores.driving_score,
+            "score_composite": 100.0 * scores.driving_score,
+        },
+        "meta": {
+            "route_name": summary.route_id,
+            "repetition": repetition,
+            "route_length": summary.route_length_m,
+            "distance_driven_m": summary.distance_m,
+            "driven_km": scores.driven_km,
+            "outside_lane_percentage": 100.0 * scores.outside_lane_fraction,
+            "duration_game": summary.duration_s,
+            "duration_system": duration_system_s,
+            "steps": summary.steps,
+            "infraction_counts": {kind.value: n for kind, n in counts.items()},
+            "infractions_per_km": {kind.value: n / scores.driven_km for kind, n in counts.items()},
+        },
+    }
+
+
+def scores_of_record(record: Mapping[str, Any]) -> tuple[RouteScores, dict[InfractionKind, int]]:
+    """Recover a record's fractional scores and infraction counts (for the global record)."""
+    meta = record["meta"]
+    route_scores = RouteScores(
+        route_completion=record["scores"]["score_route"] / 100.0,
+        infraction_penalty=record["scores"]["score_penalty"] / 100.0,
+        driving_score=record["scores"]["score_composed"] / 100.0,
+        outside_lane_fraction=meta["outside_lane_percentage"] / 100.0,
+        driven_km=meta["driven_km"],
+    )
+    counts = {kind: int(meta["infraction_counts"].get(kind.value, 0)) for kind in InfractionKind}
+    return route_scores, counts
+
+
+def build_global_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], GlobalScores]:
+    """The leaderboard ``global_record`` over ``records`` (index and route_id -1)."""
+    pairs = [scores_of_record(record) for record in records]
+    totals = global_scores([p[0] for p in pairs], [p[1] for p in pairs])
+    failed = any(record["status"] != "Completed" for record in records)
+    durations = [record["meta"]["duration_game"] for record in records]
+    return (
+        {
+            "index": -1,
+            "route_id": -1,
+            "status": "Failed" if failed else "Completed",
+            "infractions": {kind.value: rate for kind, rate in totals.infractions_per_km.items()},
+            "scores": {
+                "score_route": 100.0 * totals.route_completion,
+                "score_penalty": 100.0 * totals.infraction_penalty,
+                "score_composed": 100.0 * totals.driving_score,
+                "score_composite": 100.0 * totals.driving_score,
+            },
+            "meta": {
+                "num_routes": totals.num_routes,
+                "driven_km": totals.driven_km,
+                "duration_game": sum(durations),
+                "exceptions": [
+                    [record["route_id"], record["index"], record["status"]]
+                    for record in records
+                    if record["status"] != "Completed"
+                ],
+            },
+        },
+        totals,
+    )
+
+
+class ResultsFile:
+    """The results JSON of one evaluation run: load-or-create, add records, save atomically.
+
+    Args:
+        path: the ``--out`` file.
+        identity: what makes two runs the same run (scenario, routes, agent, repetitions,
+            seed); JSON-serialisable. Resuming requires an equal identity.
+        total: number of episodes the run will record (routes × repetitions).
+
+    Raises:
+        ValueError: if ``path`` exists but is not JSON, is not a found-rl results file, or
+            belongs to a different run.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], identity: Mapping[str, Any], total: int) -> None:
+        self.path = Path(path)
+        self.identity = json.loads(json.dumps(dict(identity)))
+        self.total = total
+        self.records: list[dict[str, Any]] = []
+        if self.path.exists():
+            self.records = self._load_existing()
+
+    def _load_existing(self) -> list[dict[str, Any]]:
+        refuse = f"refusing to overwrite --out {self.path}"
+        try:
+            data = json.loads(self.path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{refuse}: it is not valid JSON ({exc}); pass a new path") from exc
+        if not isinstance(data, dict) or "found_rl" not in data or "_checkpoint" not in data:
+            raise ValueError(
+                f"{refuse}: it is not a found-rl results file (no 'found_rl' and '_checkpoint' "
+                "blocks); pass a new path"
+            )
+        stored = data["found_rl"].get("identity")
+        if stored != self.identity:
+            raise ValueError(
+                f"{refuse}: it holds a different run (stored {stored}, this run {self.identity}); "
+                "pass a new path to start a new run, or the same arguments to resume"
+            )
+        records = data["_checkpoint"].get("records")
+        if not isinstance(records, list):
+            raise ValueError(f"{refuse}: '_checkpoint.records' is not a list; the file is corrupt")
+        return records
+
+    @property
+    def finished_indices(self) -> set[int]:
+        """Episode indices already recorded (skipped on resume)."""
+        return {int(record["index"]) for record in self.records}
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Add (or replace, by index) one record and save the file."""
+        self.records = [r for r in self.records if r["index"] != record["index"]] + [record]
+        self.records.sort(key=lambda r: r["index"])
+        self.save()
+
+    def global_scores(self) -> GlobalScores:
+        return build_global_record(self.records)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        global_record, totals = build_global_record(self.records)
+        is_finished = len(self.records) >= self.total
+        values = [
+            100.0 * totals.driving_score,
+            100.0 * totals.route_completion,
+            100.0 * totals.infraction_penalty,
+        ] + [totals.infractions_per_km[kind] for kind in _GLOBAL_VALUE_KINDS]
+        return {
+            "_checkpoint": {
+                "global_record": global_record,
+                "progress": [len(self.records), self.total],
+                "records": self.records,
+            },
+            "entry_status": "Finished" if is_finished else "Started",
+            "eligible": True,
+            "sensors": [],
+            "labels": list(GLOBAL_LABELS),
+            "values": [f"{value:.3f}" for value in values],
+            "found_rl": {"format_version": FORMAT_VERSION, "identity": self.identity},
+        }
+
+    def save(self) -> None:
+        """Write to a temporary file in the same folder, then rename over ``path``."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.to_json(), handle, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp_name, self.path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,74 @@
+"""Per-route videos of the RGB BEV with speed, command and action written on each frame."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from found_rl.actions import RoadOption
+
+VIDEO_SUFFIXES = (".gif", ".mp4")
+FPS = 10  # one frame per 0.1 s env step
+
+
+def annotate_frame(
+    bev_rgb: np.ndarray, speed_mps: float, command: int, action: np.ndarray, scale: int = 2
+) -> np.ndarray:
+    """``(H, W, 3)`` uint8 BEV upscaled by ``scale`` with three lines of text overlaid."""
+    frame = cv2.resize(bev_rgb, None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
+    try:
+        command_name = RoadOption(int(command)).name
+    except ValueError:
+        command_name = str(command)
+    lines = (
+        f"speed {speed_mps:5.2f} m/s",
+        f"cmd {command_name}",
+        f"acc {float(action[0]):+.2f} steer {float(action[1]):+.2f}",
+    )
+    for row, text in enumerate(lines):
+        origin = (6, 18 + 18 * row)
+        cv2.putText(frame, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 3, cv2.LINE_AA)
+        cv2.putText(frame, text, origin, cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 0), 1, cv2.LINE_AA)
+    return frame
+
+
+class VideoRecorder:
+    """Collects annotated frames and writes a GIF or MP4 (by suffix) when closed.
+
+    Raises:
+        ValueError: on an unsupported suffix, or ``.mp4`` without the imageio-ffmpeg plug-in.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if self.path.suffix not in VIDEO_SUFFIXES:
+            raise ValueError(f"video {self.path}: suffix must be one of {VIDEO_SUFFIXES}")
+        if self.path.suffix == ".mp4":
+            try:
+                import imageio_ffmpeg  # noqa: F401
+            except ImportError:
+                raise ValueError(
+                    "MP4 videos need the imageio-ffmpeg package (python -m pip install imageio-ffmpeg); "
+                    "or use --video-format gif"
+                ) from None
+        self.frames: list[np.ndarray] = []
+
+    def add(self, bev_rgb: np.ndarray, speed_mps: float, command: int, action: np.ndarray) -> None:
+        self.frames.append(annotate_frame(bev_rgb, speed_mps, command, action))
+
+    def close(self) -> None:
+        import imageio.v2 as imageio
+
+        if not self.frames:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
+        if self.path.suffix == ".gif":
+            imageio.mimsave(tmp, self.frames, duration=1000 / FPS, loop=0)
+        else:
+            imageio.mimsave(tmp, self.frames, fps=FPS, macro_block_size=1)
+        os.replace(tmp, self.path)
+        self.frames = []

@@ -1,0 +1,151 @@
+"""Turn a privileged WorldSnapshot into the expert's ExpertObservation.
+
+This is the stateful half of the expert: it tracks the ego's index on the route (so a route
+that passes near itself never confuses it) and remembers the stop signs the ego has already
+stopped at. The hazard geometry (leader, lights, walkers) comes from :mod:`found_rl.hazards`,
+shared with the rewards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from found_rl import hazards
+from found_rl.expert.observation import ExpertObservation
+from found_rl.sim.snapshot import Route, WorldSnapshot, route_command
+
+
+@dataclasses.dataclass(frozen=True)
+class ObserverConfig:
+    """How far and how finely the observer looks.
+
+    Attributes:
+        route_points: number of upcoming route points in ``route_ego``.
+        route_spacing_m: spacing of those points along the route.
+        light_horizon_m, leader_horizon_m, walker_horizon_m, stop_sign_horizon_m: search
+            ranges along the route.
+        walker_corridor_half_width_m: half-width of the path in which walkers count (the
+            ego's half-width plus a margin).
+        walker_predict_s: walkers also count where they will be after this many seconds.
+        index_window: waypoints searched around the last route index.
+        stop_served_speed_mps: speed below which the ego counts as stopped at a stop sign.
+        stop_served_distance_m: how close to the stop line that stop must happen.
+    """
+
+    route_points: int = 25
+    route_spacing_m: float = 2.0
+    light_horizon_m: float = 50.0
+    leader_horizon_m: float = 40.0
+    walker_horizon_m: float = 20.0
+    stop_sign_horizon_m: float = 30.0
+    walker_corridor_half_width_m: float = 1.7
+    walker_predict_s: float = 1.0
+    index_window: int = 40
+    stop_served_speed_mps: float = 0.1
+    stop_served_distance_m: float = 4.0
+
+
+class ExpertObserver:
+    """Stateful feature extractor for one ego; call :meth:`reset` at every episode start."""
+
+    def __init__(self, config: ObserverConfig = ObserverConfig()) -> None:
+        self.config = config
+        self._route: Route | None = None
+        self._arc_m = np.zeros(0)
+        self._index: int | None = None
+        self._served_stops: set[str] = set()
+
+    def reset(self) -> None:
+        self._route = None
+        self._index = None
+        self._served_stops = set()
+
+    @property
+    def route_index(self) -> int | None:
+        """The ego's current route waypoint index (None before the first observation)."""
+        return self._index
+
+    def observe(self, snapshot: WorldSnapshot) -> ExpertObservation:
+        route = snapshot.route
+        if route is not self._route or snapshot.step == 0:
+            self.reset()
+            self._route = route
+            steps = np.hypot(*np.diff(route.xy, axis=0).T) if len(route.xy) > 1 else np.zeros(0)
+            self._arc_m = np.concatenate([[0.0], np.cumsum(steps)])
+        ego = snapshot.ego
+        index = hazards.nearest_route_index(route, ego.xy, self._index, self.config.index_window)
+        self._index = index
+        arc_now = float(self._arc_m[index])
+
+        leader = hazards.leading_vehicle(snapshot, index, horizon_m=self.config.leader_horizon_m)
+        light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
+        walker_distance_m = self._nearest_walker_m(snapshot, index)
+        return ExpertObservation(
+            speed_mps=ego.forward_speed_mps,
+            command=int(route_command(route, index)),
+            route_ego=self._route_ahead_ego(snapshot, arc_now),
+            leader_gap_m=None if leader is None else float(leader.distance_m),
+            leader_speed_mps=None if leader is None else float(leader.speed_along_route_mps),
+            light_state=0 if light is None else int(light.state),
+            light_distance_m=None if light is None else float(light.distance_m),
+            light_remaining_ratio=-1.0 if light is None else float(light.remaining_ratio),
+            stop_sign_distance_m=self._unserved_stop_sign(snapshot, index),
+            walker_distance_m=walker_distance_m,
+            remaining_route_m=max(float(self._arc_m[-1]) - arc_now, 0.0),
+        )
+
+    def _nearest_walker_m(self, snapshot: WorldSnapshot, index: int) -> float | None:
+        """Distance to the nearest walker in the path now or after ``walker_predict_s``.
+
+        The corridor is about the ego's width plus a margin, so walkers on the sidewalk
+        beside the lane do not stop the car unless they are walking into its path.
+        """
+        walkers = snapshot.walkers
+        if len(walkers) == 0:
+            return None
+        distances = []
+        for horizon_s in (0.0, self.config.walker_predict_s):
+            moved = dataclasses.replace(walkers, xy=walkers.xy + horizon_s * walkers.velocity_xy)
+            in_path = hazards.walkers_in_path(
+                dataclasses.replace(snapshot, walkers=moved),
+                index,
+                horizon_m=self.config.walker_horizon_m,
+                corridor_half_width_m=self.config.walker_corridor_half_width_m,
+            )
+            distances.extend(float(w.distance_m) for w in in_path)
+        return min(distances, default=None)
+
+    def _route_ahead_ego(self, snapshot: WorldSnapshot, arc_now: float) -> tuple[tuple[float, float], ...]:
+        """Upcoming route points, evenly spaced by arc length, in the ego frame."""
+        config = self.config
+        route_xy = snapshot.route.xy
+        wanted = arc_now + config.route_spacing_m * np.arange(config.route_points)
+        wanted = wanted[wanted <= self._arc_m[-1] + 1e-6]
+        xs = np.interp(wanted, self._arc_m, route_xy[:, 0])
+        ys = np.interp(wanted, self._arc_m, route_xy[:, 1])
+        points = world_to_ego(np.stack([xs, ys], axis=1), snapshot.ego.xy, snapshot.ego.yaw_deg)
+        return tuple((float(x), float(y)) for x, y in points)
+
+    def _unserved_stop_sign(self, snapshot: WorldSnapshot, index: int) -> float | None:
+        """Distance to the next stop sign the ego has not yet stopped at, if any."""
+        sign = hazards.affecting_stop_sign(snapshot, index, horizon_m=self.config.stop_sign_horizon_m)
+        if sign is None or sign.sign_id in self._served_stops:
+            return None
+        is_stopped = abs(snapshot.ego.forward_speed_mps) < self.config.stop_served_speed_mps
+        if is_stopped and sign.distance_m < self.config.stop_served_distance_m:
+            self._served_stops.add(sign.sign_id)
+            return None
+        return float(sign.distance_m)
+
+
+def world_to_ego(points_xy: np.ndarray, ego_xy: np.ndarray, ego_yaw_deg: float) -> np.ndarray:
+    """World points ``(N, 2)`` to the ego frame (x forward, y right; CARLA frame, metres)."""
+    yaw = math.radians(ego_yaw_deg)
+    cos, sin = math.cos(yaw), math.sin(yaw)
+    delta = np.asarray(points_xy, dtype=np.float64) - np.asarray(ego_xy, dtype=np.float64)
+    forward = delta[:, 0] * cos + delta[:, 1] * sin
+    right = -delta[:, 0] * sin + delta[:, 1] * cos
+    return np.stack([forward, right], axis=1)

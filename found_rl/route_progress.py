@@ -1,0 +1,181 @@
+"""Tracking the ego's progress along its dense route.
+
+The ego is projected onto the route polyline within a window around its last position, so
+progress is continuous (not quantised to the 1 m waypoint spacing), never jumps to a far
+part of a route that loops back on itself, and only moves forward. From the projection come
+route completion (leaderboard RC), the lateral and heading errors the rewards use, and the
+deviation distance the route-deviation infraction uses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from found_rl.sim.snapshot import Route
+
+BACKWARD_WINDOW = 5
+"""Segments searched behind the current one (the ego may roll back a little)."""
+
+FORWARD_WINDOW = 60
+"""Segments searched ahead of the current one (about 60 m at 1 m spacing; 6 s at 36 km/h)."""
+
+OVERLAP_TOLERANCE_M = 1.0
+"""Two stretches of a route this close in distance to the ego count as equally near."""
+
+
+@dataclass(frozen=True)
+class RouteProgress:
+    """Where the ego stands relative to its route after one step.
+
+    Attributes:
+        index: route waypoint at the start of the segment the ego projects onto; never
+            decreases during an episode.
+        progress_m: furthest arc length reached along the route, metres.
+        completion: ``progress_m / route.length_m`` in ``[0, 1]`` (leaderboard RC).
+        completion_delta: increase of ``completion`` in this step (>= 0).
+        lateral_m: unsigned distance from the ego centre to the route segment, metres.
+        heading_error_rad: ego yaw minus route yaw at the projection, wrapped to ``[-pi, pi]``.
+        deviation_m: distance from the ego centre to the nearest searched route point, metres
+            (equal to ``lateral_m`` unless the ego is beyond the route's ends).
+        distance_driven_m: path length the ego centre has moved since reset, metres.
+    """
+
+    index: int
+    progress_m: float
+    completion: float
+    completion_delta: float
+    lateral_m: float
+    heading_error_rad: float
+    deviation_m: float
+    distance_driven_m: float
+
+
+def _earliest_nearest(dist2: np.ndarray) -> int:
+    """Index of the nearest segment, preferring an earlier stretch of the route.
+
+    Where a route passes the same place twice (out and back, a loop), both stretches are about
+    equally near; the ego is on the earlier one. Segments within ``OVERLAP_TOLERANCE_M`` of
+    the nearest form contiguous runs; the nearest segment of the first run wins.
+    """
+    best = int(np.argmin(dist2))
+    limit = (math.sqrt(float(dist2[best])) + OVERLAP_TOLERANCE_M) ** 2
+    near = dist2 <= limit
+    first = int(np.argmax(near))
+    if first == best:
+        return best
+    run_end = first
+    while run_end + 1 < len(near) and near[run_end + 1]:
+        run_end += 1
+    if run_end >= best:
+        return best
+    return first + int(np.argmin(dist2[first : run_end + 1]))
+
+
+def wrap_angle_rad(angle_rad: float) -> float:
+    """Wrap an angle to ``[-pi, pi]``."""
+    return (angle_rad + math.pi) % (2.0 * math.pi) - math.pi
+
+
+@dataclass(frozen=True)
+class _RouteSegments:
+    """Per-segment geometry of a route, precomputed once per episode.
+
+    Attributes:
+        start: ``(S, 2)`` segment start points.
+        direction: ``(S, 2)`` unit directions (zero for degenerate segments).
+        length_m: ``(S,)`` segment lengths.
+        arc_start_m: ``(S,)`` arc length at each segment start.
+        yaw_rad: ``(S,)`` segment headings (CARLA frame: atan2(dy, dx)).
+    """
+
+    start: np.ndarray
+    direction: np.ndarray
+    length_m: np.ndarray
+    arc_start_m: np.ndarray
+    yaw_rad: np.ndarray
+
+    @staticmethod
+    def from_route(route: Route) -> _RouteSegments:
+        xy = np.asarray(route.xy, dtype=np.float64)
+        if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) < 2:
+            raise ValueError(
+                f"route {route.route_id!r}: expected at least 2 waypoints of shape (R, 2), "
+                f"got array of shape {xy.shape}"
+            )
+        delta = np.diff(xy, axis=0)
+        length = np.hypot(delta[:, 0], delta[:, 1])
+        safe = np.where(length > 1e-9, length, 1.0)
+        direction = np.where(length[:, None] > 1e-9, delta / safe[:, None], 0.0)
+        arc_start = np.concatenate(([0.0], np.cumsum(length)[:-1]))
+        yaw = np.arctan2(delta[:, 1], delta[:, 0])
+        return _RouteSegments(xy[:-1].copy(), direction, length, arc_start, yaw)
+
+
+class RouteTracker:
+    """Follows one ego along one route for one episode.
+
+    Args:
+        route: the episode's dense route.
+        start_xy: ego position at reset (the first projection searches the whole route).
+        start_yaw_deg: ego heading at reset.
+    """
+
+    def __init__(self, route: Route, start_xy: np.ndarray, start_yaw_deg: float) -> None:
+        self.route = route
+        self._segments = _RouteSegments.from_route(route)
+        self._length_m = float(self._segments.length_m.sum())
+        self._segment = 0
+        self._progress_m = 0.0
+        self._distance_m = 0.0
+        self._last_xy = np.asarray(start_xy, dtype=np.float64).copy()
+        self.progress = self._project(self._last_xy, start_yaw_deg, 0, len(self._segments.length_m))
+
+    @property
+    def length_m(self) -> float:
+        """Route length from the waypoints (the polyline's own length)."""
+        return self._length_m
+
+    def update(self, ego_xy: np.ndarray, ego_yaw_deg: float) -> RouteProgress:
+        """Advance the tracker to the ego's new pose and return the new progress."""
+        ego_xy = np.asarray(ego_xy, dtype=np.float64)
+        self._distance_m += math.hypot(ego_xy[0] - self._last_xy[0], ego_xy[1] - self._last_xy[1])
+        self._last_xy = ego_xy.copy()
+        lo = max(self._segment - BACKWARD_WINDOW, 0)
+        hi = min(self._segment + FORWARD_WINDOW + 1, len(self._segments.length_m))
+        self.progress = self._project(ego_xy, ego_yaw_deg, lo, hi)
+        return self.progress
+
+    def _project(self, ego_xy: np.ndarray, ego_yaw_deg: float, lo: int, hi: int) -> RouteProgress:
+        seg = self._segments
+        rel = ego_xy - seg.start[lo:hi]
+        along = np.clip(np.einsum("ij,ij->i", rel, seg.direction[lo:hi]), 0.0, seg.length_m[lo:hi])
+        offset = rel - along[:, None] * seg.direction[lo:hi]
+        dist2 = np.einsum("ij,ij->i", offset, offset)
+        best = _earliest_nearest(dist2)
+        segment = lo + best
+        # Progress never goes back: the furthest point reached counts (leaderboard RC).
+        if segment >= self._segment:
+            self._segment = segment
+        arc_m = float(seg.arc_start_m[segment] + along[best])
+        previous_m = self._progress_m
+        self._progress_m = max(self._progress_m, arc_m)
+        length = self._length_m if self._length_m > 0 else 1.0
+        distance_m = math.sqrt(float(dist2[best]))
+        # Lateral error is measured to the infinite line of the segment, as Roach does, so it
+        # stays meaningful when the ego is level with a segment end.
+        d = seg.direction[segment]
+        lateral_m = abs(float(rel[best, 0] * d[1] - rel[best, 1] * d[0]))
+        heading_error = wrap_angle_rad(math.radians(ego_yaw_deg) - float(seg.yaw_rad[segment]))
+        return RouteProgress(
+            index=self._segment,
+            progress_m=self._progress_m,
+            completion=min(self._progress_m / length, 1.0),
+            completion_delta=(self._progress_m - previous_m) / length,
+            lateral_m=lateral_m,
+            heading_error_rad=heading_error,
+            deviation_m=distance_m,
+            distance_driven_m=self._distance_m,
+        )

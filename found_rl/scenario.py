@@ -1,0 +1,252 @@
+"""Scenario files: the YAML a user writes to choose a map, routes, traffic and episode rules.
+
+A scenario is validated once, here, so every later stage can trust it (ARCHITECTURE §8).
+Relative paths inside a scenario are resolved against the scenario file's folder.
+
+Example::
+
+    backend: sumo
+    map:
+      generate: {type: grid, junctions: 3, block_length_m: 80}
+    routes:
+      random_length_m: 250
+    traffic: {vehicles: [10, 20], walkers: 10}
+    episode: {max_steps: 600}
+    seed: 0
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+NETWORK_SUFFIXES = (".net.xml", ".xodr")
+
+
+def _count_range(value: Any) -> tuple[int, int]:
+    """Accept ``n`` or ``[lo, hi]`` (inclusive); return ``(lo, hi)``."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an int >= 0 or a [min, max] pair, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected an int >= 0, got {value}")
+        return (value, value)
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        low, high = value
+        if low < 0 or high < low:
+            raise ValueError(f"expected a [min, max] pair with 0 <= min <= max, got {list(value)}")
+        return (low, high)
+    raise ValueError(f"expected an int >= 0 or a [min, max] pair of ints, got {value!r}")
+
+
+CountRange = Annotated[tuple[int, int], BeforeValidator(_count_range)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _GeneratedBase(_Strict):
+    lanes: int = Field(1, ge=1, le=4, description="lanes per direction")
+    speed_limit_mps: float = Field(13.89, gt=0, le=40)
+    traffic_lights: bool = Field(True, description="signalise every junction with >= 3 arms")
+    sidewalks: bool = Field(True, description="sidewalks on every road, crossings at junctions")
+
+
+class GridNetwork(_GeneratedBase):
+    """A Manhattan grid (``netgenerate --grid``)."""
+
+    type: Literal["grid"]
+    junctions: int = Field(3, ge=2, le=12, description="junctions along each side")
+    block_length_m: float = Field(100.0, ge=30, le=500)
+    attach_length_m: float = Field(60.0, ge=0, le=500, description="dead-end arms at the border")
+
+
+class SpiderNetwork(_GeneratedBase):
+    """A radial web of arms and rings (``netgenerate --spider``)."""
+
+    type: Literal["spider"]
+    arms: int = Field(5, ge=3, le=12)
+    circles: int = Field(3, ge=1, le=8)
+    ring_spacing_m: float = Field(80.0, ge=30, le=500)
+
+
+class RandomNetwork(_GeneratedBase):
+    """An irregular random network (``netgenerate --rand``)."""
+
+    type: Literal["random"]
+    iterations: int = Field(60, ge=5, le=2000)
+    min_edge_m: float = Field(60.0, ge=20)
+    max_edge_m: float = Field(150.0, ge=20)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _edge_range(self) -> RandomNetwork:
+        if self.max_edge_m < self.min_edge_m:
+            raise ValueError(f"max_edge_m ({self.max_edge_m}) must be >= min_edge_m ({self.min_edge_m})")
+        return self
+
+
+GeneratedNetwork = Annotated[GridNetwork | SpiderNetwork | RandomNetwork, Field(discriminator="type")]
+
+
+def _resolve_existing(value: Path, info: ValidationInfo, what: str) -> Path:
+    base = (info.context or {}).get("base_dir")
+    path = value if value.is_absolute() or base is None else Path(base) / value
+    if not path.is_file():
+        raise ValueError(f"{what} not found: {path}")
+    return path.resolve()
+
+
+class MapConfig(_Strict):
+    """Exactly one of ``generate`` (netgenerate), ``file`` (.net.xml/.xodr) or ``town`` (CARLA)."""
+
+    generate: GeneratedNetwork | None = None
+    file: Path | None = None
+    town: str | None = None
+    netconvert_options: tuple[str, ...] = Field((), description="extra netconvert flags for .xodr")
+
+    @field_validator("file")
+    @classmethod
+    def _file_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        if not str(value).endswith(NETWORK_SUFFIXES):
+            raise ValueError(f"expected a {' or '.join(NETWORK_SUFFIXES)} file, got {str(value)!r}")
+        return _resolve_existing(value, info, "map file")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> MapConfig:
+        given = [name for name in ("generate", "file", "town") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of generate, file, town; got {given or 'none'}")
+        return self
+
+
+class RoutesConfig(_Strict):
+    """A leaderboard ``routes.xml`` file, or random routes of a given length."""
+
+    file: Path | None = None
+    random_length_m: float | None = Field(None, gt=10, le=20_000)
+
+    @field_validator("file")
+    @classmethod
+    def _file_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _resolve_existing(value, info, "route file")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RoutesConfig:
+        if (self.file is None) == (self.random_length_m is None):
+            raise ValueError("give exactly one of file, random_length_m")
+        return self
+
+
+class TrafficConfig(_Strict):
+    """Background actors; a ``[min, max]`` pair is drawn per episode from the reset seed."""
+
+    vehicles: CountRange = (0, 0)
+    walkers: CountRange = (0, 0)
+    warmup_s: float = Field(60.0, ge=0, le=3600, description="simulated seconds of traffic before the first episode")
+    observe_radius_m: float = Field(100.0, gt=0, description="actors farther from the ego are left out of snapshots")
+
+
+class EpisodeConfig(_Strict):
+    """When an episode stops (ARCHITECTURE §5)."""
+
+    max_steps: int = Field(1000, ge=1, description="truncate after this many 0.1 s steps")
+    blocked_s: float = Field(90.0, gt=0, description="terminate when slower than 0.1 m/s this long")
+    terminate_on_route_completion: bool = True
+
+
+class Scenario(_Strict):
+    """A validated scenario; build it with :func:`load_scenario`."""
+
+    backend: Literal["sumo", "carla"] = "sumo"
+    map: MapConfig
+    routes: RoutesConfig
+    traffic: TrafficConfig = TrafficConfig()
+    episode: EpisodeConfig = EpisodeConfig()
+    reward: Literal["valeo", "carl"] = "valeo"
+    seed: int = Field(0, ge=0)
+    description: str = ""
+    source_path: Path | None = Field(None, exclude=True, description="set by load_scenario")
+
+    @model_validator(mode="after")
+    def _backend_matches_map(self) -> Scenario:
+        if self.backend == "sumo" and self.map.town is not None:
+            raise ValueError("map.town names a CARLA town; the sumo backend needs map.generate or map.file")
+        if self.backend == "carla" and self.map.generate is not None:
+            raise ValueError("map.generate builds a SUMO network; the carla backend needs map.town")
+        return self
+
+
+def _field_path(data: Any, loc: tuple[int | str, ...]) -> str:
+    """Dotted path of ``loc`` through the user's input (drops pydantic's union tags)."""
+    parts: list[str] = []
+    node = data
+    for key in loc:
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+            parts.append(str(key))
+        elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+            node = node[key]
+            parts.append(f"[{key}]")
+    return ".".join(parts).replace(".[", "[") or "(top level)"
+
+
+def _format_error(source: str, data: Any, error: Any) -> str:
+    field = _field_path(data, tuple(error["loc"]))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{source}: {field}: unknown field (check the spelling)"
+    if error["type"] == "missing":
+        loc = ".".join(str(p) for p in error["loc"])
+        return f"{source}: {loc}: required field is missing"
+    if "got" not in message and not isinstance(error.get("input"), dict):
+        message = f"{message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
+    return f"{source}: {field}: {message}"
+
+
+def parse_scenario(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate already-parsed YAML; errors name ``source`` and the field."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a mapping of scenario fields, got {type(data).__name__}")
+    if "source_path" in data:
+        raise ValueError(f"{source}: source_path: unknown field (it is set by the loader)")
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as exc:
+        raise ValueError("\n".join(_format_error(source, data, e) for e in exc.errors())) from None
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario YAML file.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: malformed YAML or an invalid field; the message names the file and field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"scenario file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: malformed YAML: {exc}") from None
+    scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
+    return scenario.model_copy(update={"source_path": path.resolve()})

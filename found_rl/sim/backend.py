@@ -1,0 +1,67 @@
+"""The simulator-backend contract and the factory that picks a backend for a scenario.
+
+A backend advances one world and returns :class:`~found_rl.sim.snapshot.WorldSnapshot`s;
+it knows nothing of observations or rewards (ARCHITECTURE §2). Backends register by import
+path, so the CARLA backend slots in without touching callers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol, runtime_checkable
+
+from found_rl.actions import Controls
+from found_rl.scenario import Scenario
+from found_rl.sim.snapshot import MapGeometry, WorldSnapshot
+
+# backend name -> "module:Class", built with the scenario as only argument
+BACKENDS: dict[str, str] = {
+    "sumo": "found_rl.sim.sumo.backend:SumoBackend",
+    "carla": "found_rl.sim.carla.backend:CarlaBackend",
+}
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A simulated world driven one 0.1 s step at a time.
+
+    Attributes:
+        map: static map geometry (CARLA frame), shared by every snapshot.
+        num_routes: routes in the scenario's route file (0 means random routes).
+    """
+
+    map: MapGeometry
+    num_routes: int
+
+    def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot:
+        """Start an episode; ``route_index=None`` draws the route from ``seed``."""
+        ...
+
+    def step(self, controls: Controls) -> WorldSnapshot:
+        """Apply the ego's controls for one 0.1 s step."""
+        ...
+
+    def close(self) -> None:
+        """Release the simulator."""
+        ...
+
+
+def make_backend(scenario: Scenario) -> Backend:
+    """Build the backend a scenario asks for.
+
+    Raises:
+        ValueError: the backend's package is not installed (e.g. CARLA).
+    """
+    target = BACKENDS[scenario.backend]
+    module_name, class_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if scenario.backend == "carla":
+            raise ValueError(
+                f"{scenario.source_path or 'scenario'}: backend: 'carla' needs a running CARLA server and "
+                f"the CARLA backend: install found-rl[carla] and a found-rl version that ships "
+                f"found_rl.sim.carla (missing module: {exc.name}); or use backend: sumo"
+            ) from None
+        raise
+    return getattr(module, class_name)(scenario)

@@ -1,0 +1,353 @@
+"""The embedded SUMO world: libsumo traffic around a kinematic-bicycle ego, as WorldSnapshots.
+
+One libsumo simulation per process runs at 10 Hz. Background traffic is warmed up once per
+backend and saved as a few SUMO states; a reset loads one of them (chosen by the reset seed),
+thins traffic to the episode's counts, clears the spawn area and inserts the ego, so resets
+take milliseconds and the same seed always gives the same episode. Each step the ego moves
+by the bicycle model and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's
+drivers see it and react (ARCHITECTURE §2, §3).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from found_rl.actions import Controls
+from found_rl.maps import build_network, load_map_geometry, read_network
+from found_rl.routes import RoutePlanner, parse_routes
+from found_rl.scenario import Scenario
+from found_rl.sim import vehicle_dynamics
+from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, Route, WorldSnapshot
+from found_rl.sim.sumo import runtime
+from found_rl.sim.sumo.frames import SumoFrame
+from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
+from found_rl.sim.sumo.traffic import (
+    EGO_TYPE,
+    VEHICLE_PREFIX,
+    WALKER_PREFIX,
+    WALKER_SIZE_M,
+    TripPool,
+    define_types,
+    vehicle_id,
+    walker_id,
+)
+from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
+
+STEP_S = 0.1
+EGO_ID = "ego"
+NUM_WARM_STATES = 4
+WARM_STATE_SPACING_S = 15.0
+SPAWN_CLEARANCE_M = 15.0
+WALKER_CLEARANCE_M = 5.0
+MOVE_MATCH_M = 5.0
+_NO_ACTORS = ActorBoxes.empty()  # how far from a lane SUMO still maps the ego onto it
+
+
+class SumoBackend:
+    """A SUMO world for one scenario (see the module docstring).
+
+    Attributes:
+        map: static map geometry in CARLA's frame.
+        num_routes: routes in the scenario's route file (0 with random routes).
+        frame: the network's SUMO → CARLA frame.
+        planner: dense route planner on this network.
+    """
+
+    def __init__(self, scenario: Scenario, *, vehicle: VehicleParams = VehicleParams()) -> None:
+        if scenario.backend != "sumo":
+            raise ValueError(f"SumoBackend needs backend: sumo, got {scenario.backend!r}")
+        self.scenario = scenario
+        self.vehicle = vehicle
+        self._libsumo = runtime.import_libsumo()
+        self._net_path = build_network(scenario.map)
+        self._net = read_network(self._net_path)
+        self.frame = SumoFrame(tuple(float(v) for v in self._net.getLocationOffset()))
+        self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
+        self.planner = RoutePlanner(self._net, self.frame)
+        self._routes: list[Route] = []
+        if scenario.routes.file is not None:
+            for spec in parse_routes(scenario.routes.file):
+                try:
+                    self._routes.append(self.planner.plan(spec))
+                except ValueError as exc:
+                    raise ValueError(f"{scenario.routes.file}: {exc}") from None
+        self.num_routes = len(self._routes)
+        self._stop_signs = stop_sign_lines(self._net, self.frame)
+        self._state_dir = Path(tempfile.mkdtemp(prefix="found-rl-sumo-"))
+        # Delete the warm states even if the backend is never closed.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._state_dir, True)
+        self._warm_states: list[Path] = []
+        self._lights: TrafficLightTable | None = None
+        self._trips: TripPool | None = None
+        self._closed = False
+        self._resets = 0
+        self._rng = np.random.default_rng(scenario.seed)
+        self._route: Route | None = None
+        self._ego = VehicleState(0.0, 0.0, 0.0)
+        self._controls = Controls(0.0, 0.0, 0.0)
+        self._step = 0
+        self._start_time_s = 0.0
+        self._num_walkers = 0
+        self._ego_route_id = ""
+        self._ego_half_extent = np.array([vehicle.length_m / 2.0, vehicle.width_m / 2.0])
+
+    # ------------------------------------------------------------------ simulation lifetime
+    def _start_simulation(self) -> None:
+        """Start libsumo on this network, draw trips, warm traffic up and save warm states."""
+        import sumolib
+
+        ts = self._libsumo
+        ts.start([
+            sumolib.checkBinary("sumo"), "--net-file", str(self._net_path),
+            "--step-length", str(STEP_S), "--seed", str(self.scenario.seed),
+            "--no-step-log", "true", "--no-warnings", "true",
+            "--collision.action", "warn",
+            "--time-to-teleport", "120", "--ignore-route-errors", "true",
+            "--pedestrian.model", "nonInteracting", "--save-state.rng", "true",
+            "--save-state.transportables", "true",
+        ])  # fmt: skip
+        define_types(ts, self.vehicle.length_m, self.vehicle.width_m)
+        warm_rng = np.random.default_rng(self.scenario.seed)
+        self._trips = TripPool.draw(ts, self._net, warm_rng)
+        programs = {}
+        for tls_id in ts.trafficlight.getIDList():
+            program = ts.trafficlight.getProgram(tls_id)
+            logic = next(l for l in ts.trafficlight.getAllProgramLogics(tls_id) if l.programID == program)
+            programs[tls_id] = ([p.state for p in logic.phases], [p.duration for p in logic.phases])
+        self._lights = TrafficLightTable(self._net, self.frame, programs)
+        traffic = self.scenario.traffic
+        for k in range(traffic.vehicles[1]):
+            self._trips.add_vehicle(ts, vehicle_id(k), warm_rng)
+        for k in range(traffic.walkers[1]):
+            self._trips.add_walker(ts, walker_id(k), warm_rng)
+        self._warm_states = []
+        steps_until_save = round(traffic.warmup_s / STEP_S)
+        for index in range(NUM_WARM_STATES):
+            for _ in range(steps_until_save):
+                ts.simulationStep()
+                self._respawn(warm_rng, traffic.walkers[1])
+            path = self._state_dir / f"warm{index}.sbx"
+            ts.simulation.saveState(str(path))
+            self._warm_states.append(path)
+            steps_until_save = round(WARM_STATE_SPACING_S / STEP_S)
+
+    def close(self) -> None:
+        """Stop the simulation (if this backend holds it) and delete the warm states."""
+        if self._closed:
+            return
+        self._closed = True
+        runtime.release(self)
+        self._cleanup()
+
+
+    # ------------------------------------------------------------------------- episodes
+    def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot:
+        """Start an episode; the result depends only on ``seed`` and ``route_index``.
+
+        Args:
+            seed: episode seed (traffic counts, warm state, route when not given).
+            route_index: index into the route file; ``None`` draws one from ``seed``
+                (or a random route when the scenario uses random routes).
+        """
+        if self._closed:
+            raise RuntimeError("reset() on a closed SumoBackend")
+        runtime.acquire(self)
+        ts = self._libsumo
+        rng = np.random.default_rng(seed)
+        self._rng = rng
+        self._route = self._choose_route(rng, seed, route_index)
+        ts.simulation.loadState(str(self._warm_states[int(rng.integers(len(self._warm_states)))]))
+        self._resync_traffic_lights()
+        start_xy = self.frame.to_sumo_xy(self._route.xy[0])
+        self._thin_traffic(rng, start_xy)
+        self._insert_ego()
+        self._lights.set_route(self._route.lane_ids)
+        for tls_id in self._lights.tls_ids:
+            ts.trafficlight.subscribe(tls_id, [ts.TL_CURRENT_PHASE, ts.TL_NEXT_SWITCH])
+        ts.simulationStep()
+        self._start_time_s = ts.simulation.getTime()
+        self._step = 0
+        self._controls = Controls(0.0, 0.0, 0.0)
+        self._resets += 1
+        return self._snapshot()
+
+    def _resync_traffic_lights(self) -> None:
+        """Re-apply each light's loaded phase so its links forget the previous episode's signals."""
+        ts = self._libsumo
+        now_s = ts.simulation.getTime()
+        for tls_id in self._lights.tls_ids:
+            program, phase = ts.trafficlight.getProgram(tls_id), ts.trafficlight.getPhase(tls_id)
+            remaining_s = ts.trafficlight.getNextSwitch(tls_id) - now_s
+            ts.trafficlight.setRedYellowGreenState(tls_id, "o" * len(ts.trafficlight.getRedYellowGreenState(tls_id)))
+            ts.trafficlight.setProgram(tls_id, program)
+            ts.trafficlight.setPhase(tls_id, phase)
+            ts.trafficlight.setPhaseDuration(tls_id, remaining_s)
+
+    def _choose_route(self, rng: np.random.Generator, seed: int, route_index: int | None) -> Route:
+        if self.num_routes == 0:
+            if route_index is not None:
+                raise ValueError(f"route_index={route_index} given, but the scenario uses random routes")
+            return self.planner.random_route(rng, self.scenario.routes.random_length_m, f"random-{seed}")
+        if route_index is None:
+            route_index = int(rng.integers(self.num_routes))
+        if not 0 <= route_index < self.num_routes:
+            raise ValueError(f"route_index must be in [0, {self.num_routes - 1}], got {route_index}")
+        return self._routes[route_index]
+
+    def _thin_traffic(self, rng: np.random.Generator, start_xy_sumo: np.ndarray) -> None:
+        """Keep the episode's number of actors, none of them in the ego's spawn area."""
+        ts = self._libsumo
+        traffic = self.scenario.traffic
+        vehicles = sorted(ts.vehicle.getIDList())
+        keep = int(rng.integers(traffic.vehicles[0], traffic.vehicles[1] + 1))
+        dropped = set(rng.permutation(len(vehicles))[: max(len(vehicles) - keep, 0)].tolist())
+        for index, vehicle in enumerate(vehicles):
+            near = np.hypot(*(np.asarray(ts.vehicle.getPosition(vehicle)) - start_xy_sumo)) < SPAWN_CLEARANCE_M
+            if index in dropped or near:
+                ts.vehicle.remove(vehicle)
+            else:
+                ts.vehicle.setSpeedFactor(vehicle, float(rng.uniform(0.85, 1.15)))
+        walkers = sorted(ts.person.getIDList())
+        self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
+        dropped = set(rng.permutation(len(walkers))[: max(len(walkers) - self._num_walkers, 0)].tolist())
+        for index, walker in enumerate(walkers):
+            near = np.hypot(*(np.asarray(ts.person.getPosition(walker)) - start_xy_sumo)) < WALKER_CLEARANCE_M
+            if index in dropped or near:
+                ts.person.removeStages(walker)
+
+    def _insert_ego(self) -> None:
+        """Add the ego at the route start, standing, and subscribe to what it sees."""
+        ts = self._libsumo
+        route = self._route
+        start_lane = route.lane_ids[0]
+        self._ego = VehicleState(float(route.xy[0, 0]), float(route.xy[0, 1]), float(route.yaw_deg[0]))
+        self._ego_route_id = f"ego_route{self._resets}"
+        edges = [lane.rsplit("_", 1)[0] for lane in dict.fromkeys(route.lane_ids) if not lane.startswith(":")]
+        edges = list(dict.fromkeys(edges)) or [start_lane.rsplit("_", 1)[0]]
+        ts.route.add(self._ego_route_id, edges)
+        shape = self.planner.shape(start_lane)
+        front = self.planner._project(shape, self.frame.to_sumo_xy(route.xy[min(3, len(route.xy) - 1)]))
+        lane_length = self.planner.lane_length(start_lane)
+        depart_pos = float(np.clip(front, min(self.vehicle.length_m, lane_length), lane_length))
+        lane_index = start_lane.rsplit("_", 1)[1] if not start_lane.startswith(":") else "best"
+        ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departLane=lane_index, departPos=str(depart_pos), departSpeed="0")
+        ts.vehicle.subscribe(EGO_ID, [ts.VAR_LANE_ID])
+        radius = self.scenario.traffic.observe_radius_m
+        actor_vars = [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED, ts.VAR_LENGTH, ts.VAR_WIDTH]
+        ts.vehicle.subscribeContext(EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius, actor_vars)
+        ts.vehicle.subscribeContext(EGO_ID, ts.CMD_GET_PERSON_VARIABLE, radius, [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED])
+        self._place_ego()
+
+    def _place_ego(self) -> None:
+        x, y, angle = self.frame.centre_to_front_sumo_scalar(self._ego.x_m, self._ego.y_m, self._ego.yaw_deg, self.vehicle.length_m / 2.0)
+        try:
+            self._libsumo.vehicle.moveToXY(EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M)
+        except self._libsumo.TraCIException:
+            pass  # the ego is off every lane: SUMO keeps its last pose, our model keeps the truth
+
+    def _respawn(self, rng: np.random.Generator, num_walkers: int) -> None:
+        """Replace background actors that reached their destination."""
+        ts = self._libsumo
+        for vehicle in ts.simulation.getArrivedIDList():
+            if vehicle == EGO_ID:
+                ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departSpeed="0")
+                self._place_ego()
+            else:
+                self._trips.add_vehicle(ts, vehicle, rng)
+        if num_walkers and ts.person.getIDCount() < num_walkers:
+            present = set(ts.person.getIDList())
+            for k in range(num_walkers):
+                if walker_id(k) not in present:
+                    try:
+                        self._trips.add_walker(ts, walker_id(k), rng)
+                    except ts.TraCIException:
+                        pass  # still pending insertion from an earlier respawn
+
+    # ---------------------------------------------------------------------------- steps
+    def step(self, controls: Controls) -> WorldSnapshot:
+        """Apply ``controls`` to the ego for one 0.1 s step and advance the traffic."""
+        if self._route is None or not runtime.owns(self):
+            raise RuntimeError("step() before reset(), or another SumoBackend took over libsumo: call reset() first")
+        self._controls = controls
+        self._ego = vehicle_dynamics.step_vehicle(self._ego, controls, STEP_S, self.vehicle)
+        self._place_ego()
+        self._libsumo.simulationStep()
+        self._respawn(self._rng, self._num_walkers)
+        self._step += 1
+        return self._snapshot()
+
+    def _snapshot(self) -> WorldSnapshot:
+        ts = self._libsumo
+        seen = ts.vehicle.getContextSubscriptionResults(EGO_ID)
+        vehicle_ids = tuple(k for k in seen if k.startswith(VEHICLE_PREFIX))
+        walker_ids = tuple(k for k in seen if k.startswith(WALKER_PREFIX))
+        vehicles = self._boxes(seen, vehicle_ids, is_vehicle=True)
+        walkers = self._boxes(seen, walker_ids, is_vehicle=False)
+        lane = ts.vehicle.getSubscriptionResults(EGO_ID).get(ts.VAR_LANE_ID) or None
+        lights_now = ts.trafficlight.getAllSubscriptionResults()
+        time_s = ts.simulation.getTime()
+        phases = np.array([lights_now[t][ts.TL_CURRENT_PHASE] for t in self._lights.tls_ids], dtype=np.int64)
+        switches = np.array([lights_now[t][ts.TL_NEXT_SWITCH] for t in self._lights.tls_ids], dtype=np.float64)
+        collided = ()
+        if ts.simulation.getCollidingVehiclesNumber():
+            collided = tuple(
+                c.victim if c.collider == EGO_ID else c.collider
+                for c in ts.simulation.getCollisions() if EGO_ID in (c.collider, c.victim)
+            )
+        ego = self._ego
+        yaw = math.radians(ego.yaw_deg)
+        return WorldSnapshot(
+            step=self._step,
+            time_s=self._step * STEP_S,
+            ego=EgoState(
+                xy=np.array([ego.x_m, ego.y_m]),
+                yaw_deg=ego.yaw_deg,
+                velocity_xy=np.array([ego.speed_mps * math.cos(yaw), ego.speed_mps * math.sin(yaw)]),
+                half_extent=self._ego_half_extent.copy(),
+                throttle=self._controls.throttle,
+                steer=self._controls.steer,
+                brake=self._controls.brake,
+                gear=1 if ego.speed_mps > 0.0 else 0,
+                lane_id=lane,
+                acceleration_mps2=ego.accel_mps2,
+            ),
+            vehicles=vehicles,
+            walkers=walkers,
+            traffic_lights=self._lights.update(time_s, phases, switches),
+            stop_signs=self._stop_signs,
+            route=self._route,
+            map=self.map,
+            ego_collided_with=collided,
+        )
+
+    def _boxes(self, seen: dict, ids: tuple[str, ...], *, is_vehicle: bool) -> ActorBoxes:
+        """Oriented boxes (CARLA frame) from context-subscription rows; one array build per kind."""
+        if not ids:
+            return _NO_ACTORS
+        ts = self._libsumo
+        position, angle, speed = ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED
+        if is_vehicle:
+            length, width = ts.VAR_LENGTH, ts.VAR_WIDTH
+            rows = [(r[position][0], r[position][1], r[angle], r[speed], r[length], r[width]) for r in map(seen.__getitem__, ids)]
+        else:
+            rows = [(r[position][0], r[position][1], r[angle], r[speed], 0.0, WALKER_SIZE_M) for r in map(seen.__getitem__, ids)]
+        table = np.array(rows, dtype=np.float64)
+        yaw_deg = (table[:, 2] - 90.0 + 180.0) % 360.0 - 180.0  # SUMO angle -> CARLA yaw (frames.py)
+        yaw_rad = np.radians(yaw_deg)
+        cos_sin = np.empty((len(ids), 2))
+        np.cos(yaw_rad, out=cos_sin[:, 0])
+        np.sin(yaw_rad, out=cos_sin[:, 1])
+        centre = self.frame.to_carla_xy(table[:, :2])
+        half_extent = np.empty((len(ids), 2))
+        if is_vehicle:
+            half_extent[:] = table[:, 4:6] / 2.0
+            centre -= cos_sin * half_extent[:, :1]  # SUMO positions are front bumpers
+        else:
+            half_extent[:] = WALKER_SIZE_M / 2.0
+        return ActorBoxes(ids=ids, xy=centre, yaw_deg=yaw_deg, half_extent=half_extent, velocity_xy=cos_sin * table[:, 3:4])

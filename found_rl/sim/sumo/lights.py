@@ -1,0 +1,194 @@
+"""Traffic-light stop lines of a SUMO network and their state over time.
+
+SUMO signals each *link* (lane-to-lane connection) separately; CARLA and the BEV see one
+stop line per incoming lane. A lane's state is that of its link along the ego's route when
+the route uses the lane, else of its straight (or first) link. Fixed-time programs are read
+once, so the remaining time of a state (which may span several SUMO phases, e.g. green for
+straight while only the left-turn arrow changes) is a table lookup per phase change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from found_rl.sim.snapshot import LightState, StopLines
+from found_rl.sim.sumo.frames import SumoFrame
+
+_STATE_OF_CHAR = {
+    "G": LightState.GREEN, "g": LightState.GREEN,
+    "y": LightState.YELLOW, "Y": LightState.YELLOW, "u": LightState.YELLOW,
+    "r": LightState.RED, "R": LightState.RED, "s": LightState.RED,
+    "o": LightState.NONE, "O": LightState.NONE,
+}  # fmt: skip
+
+
+def stop_line_segment(lane_shape: np.ndarray, width_m: float) -> np.ndarray:
+    """``(2, 2)`` segment across the end of a lane (SUMO frame), perpendicular to its last piece."""
+    end, before = lane_shape[-1], lane_shape[-2]
+    direction = (end - before) / max(np.linalg.norm(end - before), 1e-9)
+    normal = np.array([-direction[1], direction[0]]) * (width_m / 2.0)
+    return np.stack([end + normal, end - normal])
+
+
+def link_state_tables(states: list[str], durations_s: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per phase and link: state code, seconds the state lasts after the phase ends, run length.
+
+    Args:
+        states: one SUMO state string per phase (one char per link).
+        durations_s: phase durations.
+
+    Returns:
+        ``codes (P, L) int8``, ``after_s (P, L)`` (time the same state continues after phase
+        ``p`` ends) and ``run_s (P, L)`` (total duration of the contiguous run containing ``p``;
+        ``inf`` for a state that never changes).
+    """
+    codes = np.array([[int(_STATE_OF_CHAR.get(c, LightState.NONE)) for c in s] for s in states], dtype=np.int8)
+    durations = np.asarray(durations_s, dtype=np.float64)
+    num_phases, num_links = codes.shape
+    after = np.zeros((num_phases, num_links))
+    run = np.zeros((num_phases, num_links))
+    for link in range(num_links):
+        column = codes[:, link]
+        if np.all(column == column[0]):
+            after[:, link] = run[:, link] = np.inf
+            continue
+        for phase in range(num_phases):
+            extra, k = 0.0, (phase + 1) % num_phases
+            while column[k] == column[phase]:
+                extra += durations[k]
+                k = (k + 1) % num_phases
+            before, k = 0.0, (phase - 1) % num_phases
+            while column[k] == column[phase]:
+                before += durations[k]
+                k = (k - 1) % num_phases
+            after[phase, link] = extra
+            run[phase, link] = before + durations[phase] + extra
+    return codes, after, run
+
+
+@dataclass(frozen=True)
+class _Light:
+    tls_id: str
+    codes: np.ndarray
+    after_s: np.ndarray
+    run_s: np.ndarray
+
+
+class TrafficLightTable:
+    """Stop lines of every signalised incoming lane, updated from SUMO's current phases.
+
+    Args:
+        net: sumolib network.
+        frame: SUMO → CARLA frame.
+        programs: ``tls_id -> (phase state strings, phase durations)`` of the running programs.
+    """
+
+    def __init__(self, net, frame: SumoFrame, programs: dict[str, tuple[list[str], list[float]]]) -> None:
+        self._lights: list[_Light] = []
+        ids, lanes, segments, light_index, links = [], [], [], [], []
+        self._links_of_lane: dict[str, dict[str, int]] = {}
+        self._default_link: list[int] = []
+        for tls in net.getTrafficLights():
+            tls_id = tls.getID()
+            if tls_id not in programs:
+                continue
+            states, durations = programs[tls_id]
+            codes, after, run = link_state_tables(states, durations)
+            self._lights.append(_Light(tls_id, codes, after, run))
+            by_lane: dict[str, list] = {}
+            for in_lane, out_lane, link_index in tls.getConnections():
+                if in_lane.allows("passenger") and out_lane.allows("passenger"):
+                    by_lane.setdefault(in_lane.getID(), []).append((in_lane, out_lane, link_index))
+            for lane_id, entries in sorted(by_lane.items()):
+                in_lane = entries[0][0]
+                shape = np.asarray(in_lane.getShape(), dtype=np.float64)
+                straight = [e[2] for e in entries if _direction(e[0], e[1]) == "s"]
+                ids.append(tls_id)
+                lanes.append(lane_id)
+                segments.append(frame.to_carla_xy(stop_line_segment(shape, in_lane.getWidth())))
+                light_index.append(len(self._lights) - 1)
+                self._default_link.append(straight[0] if straight else entries[0][2])
+                self._links_of_lane[lane_id] = {out.getID(): link for _, out, link in entries}
+        self.tls_ids = tuple(light.tls_id for light in self._lights)
+        self._ids = tuple(ids)
+        self._lanes = tuple(lanes)
+        self._segments = np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2)
+        self._light_index = np.asarray(light_index, dtype=np.int64)
+        self._links = np.asarray(self._default_link, dtype=np.int64)
+        self._phase = np.full(len(self._lights), -1)
+        self._states = np.zeros(len(ids), np.int8)
+        self._switch_abs = np.full(len(ids), np.inf)
+        self._run = np.full(len(ids), np.inf)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def set_route(self, lane_ids: tuple[str, ...]) -> None:
+        """Use the route's link on each signalised lane the route drives through."""
+        links = np.asarray(self._default_link, dtype=np.int64)
+        position = {lane: i for i, lane in enumerate(self._lanes)}
+        next_normal: dict[str, str] = {}
+        sequence = list(dict.fromkeys(lane_ids))
+        normal = [lane for lane in sequence if not lane.startswith(":")]
+        for a, b in zip(normal[:-1], normal[1:]):
+            next_normal[a] = b
+        for lane, following in next_normal.items():
+            if lane in position and following in self._links_of_lane[lane]:
+                links[position[lane]] = self._links_of_lane[lane][following]
+        self._links = links
+        self._phase[:] = -1
+
+    def update(self, time_s: float, phases: np.ndarray, next_switch_s: np.ndarray) -> StopLines:
+        """Stop lines at ``time_s`` given each light's phase index and next switch time (SUMO times)."""
+        changed = np.flatnonzero(phases != self._phase)
+        for light in changed:
+            light_data = self._lights[light]
+            rows = np.flatnonzero(self._light_index == light)
+            phase = int(phases[light]) % len(light_data.codes)
+            link = self._links[rows]
+            self._states[rows] = light_data.codes[phase, link]
+            self._switch_abs[rows] = next_switch_s[light] + light_data.after_s[phase, link]
+            self._run[rows] = light_data.run_s[phase, link]
+            self._phase[light] = phases[light]
+        return StopLines(
+            ids=self._ids,
+            lane_ids=self._lanes,
+            segments=self._segments,
+            states=self._states.copy(),
+            remaining_s=np.maximum(self._switch_abs - time_s, 0.0),
+            phase_s=self._run.copy(),
+        )
+
+
+def _direction(in_lane, out_lane) -> str:
+    for connection in in_lane.getOutgoing():
+        if connection.getToLane() is out_lane:
+            return connection.getDirection()
+    return ""
+
+
+def stop_sign_lines(net, frame: SumoFrame) -> StopLines:
+    """Static stop lines of lanes that must stop at unsignalised stop junctions."""
+    ids, lanes, segments = [], [], []
+    for node in net.getNodes():
+        if node.getType() not in ("priority_stop", "allway_stop"):
+            continue
+        for edge in node.getIncoming():
+            for lane in edge.getLanes():
+                if not lane.allows("passenger"):
+                    continue
+                states = {c.getState() for c in lane.getOutgoing()}
+                if node.getType() == "allway_stop" or "s" in states:
+                    ids.append(node.getID())
+                    lanes.append(lane.getID())
+                    shape = np.asarray(lane.getShape(), dtype=np.float64)
+                    segments.append(frame.to_carla_xy(stop_line_segment(shape, lane.getWidth())))
+    if not ids:
+        return StopLines.empty()
+    count = len(ids)
+    return StopLines(
+        tuple(ids), tuple(lanes), np.asarray(segments), np.full(count, int(LightState.RED), np.int8),
+        np.full(count, np.inf), np.full(count, np.inf),
+    )

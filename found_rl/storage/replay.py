@@ -1,0 +1,284 @@
+"""Replay storage that keeps every observation once and attaches late advisor labels by step id.
+
+Layout: a ring of ``capacity`` observation slots. A slot holds o_t and, when it starts a
+transition, a_t, r_t, terminated_t and the index of the slot holding o_{t+1}. While an episode
+runs, o_{t+1} is the next transition's o_t, so it is stored once and shared. Only where an
+episode ends (terminated or truncated) is the final observation stored in a slot of its own
+that starts no transition. Overwriting a slot clears its labels and forgets its step id, so a
+late answer for it is dropped (ARCHITECTURE §6; the public code's labels went stale).
+
+Ring order guarantees consistency: a transition's next slot is always written after it, so it is
+overwritten after it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from found_rl.models.observation import NumpyObs, ObsSpec, TensorObs
+
+StepId = tuple[int, int, int]
+"""(clip slot, episode index, step index), as carried in the env's ``info``."""
+
+
+class ReplaySamples(NamedTuple):
+    """A sampled batch; B = batch size, A = action dimensions. All tensors on the buffer's device."""
+
+    observations: TensorObs
+    """o_t: ``{"bev": (B, C, H, W) uint8, "state": (B, S) float32}`` or ``(B, D) float32``"""
+    actions: torch.Tensor
+    """a_t, ``(B, A)`` float32"""
+    rewards: torch.Tensor
+    """env reward r_t, ``(B,)`` float32 (no CLIP bonus)"""
+    next_observations: TensorObs
+    """o_{t+1}, same layout as ``observations`` (the final observation where an episode ended)"""
+    dones: torch.Tensor
+    """1.0 where the episode terminated at t (never for truncation), ``(B,)`` float32"""
+    has_advisor: torch.Tensor
+    """h_t ∈ {0, 1}: an advisor action is attached, ``(B,)`` float32"""
+    advisor_actions: torch.Tensor
+    """aᵛ_t, ``(B, A)`` float32; zeros where ``has_advisor`` is 0"""
+    has_clip: torch.Tensor
+    """1.0 where a CLIP bonus is attached, ``(B,)`` float32"""
+    clip_bonus: torch.Tensor
+    """CLIP bonus b_t, ``(B,)`` float32; zeros where ``has_clip`` is 0"""
+
+
+def _obs_layout(spec: ObsSpec) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    if spec.is_dict:
+        return {"bev": (tuple(spec.bev_shape), np.dtype(np.uint8)), "state": ((int(spec.state_dim),), np.dtype(np.float32))}  # type: ignore[arg-type]
+    return {"obs": ((int(spec.vector_dim),), np.dtype(np.float32))}  # type: ignore[arg-type]
+
+
+class ReplayBuffer:
+    """Off-policy replay for N lock-stepped clips, with label slots keyed by step id.
+
+    Args:
+        capacity: observation slots (transitions ≈ capacity × (1 − 1 / mean episode length)).
+        obs_spec: observation layout.
+        action_dim: A.
+        num_envs: N, the clips adding in lock-step.
+        device: where sampled tensors go.
+        memmap_dir: if given, observations live in ``.npy`` memory maps in this folder (a run
+            folder), so a large buffer need not fit in RAM.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_spec: ObsSpec,
+        action_dim: int,
+        num_envs: int = 1,
+        device: torch.device | str = "cpu",
+        memmap_dir: str | Path | None = None,
+    ):
+        if num_envs < 1:
+            raise ValueError(f"ReplayBuffer.num_envs: expected an int >= 1, got {num_envs}")
+        if capacity < 4 * num_envs:
+            raise ValueError(f"ReplayBuffer.capacity: expected at least 4 × num_envs = {4 * num_envs}, got {capacity}")
+        if action_dim < 1:
+            raise ValueError(f"ReplayBuffer.action_dim: expected an int >= 1, got {action_dim}")
+        self.capacity, self.obs_spec, self.action_dim, self.num_envs = capacity, obs_spec, action_dim, num_envs
+        self.device = torch.device(device)
+        self._obs: dict[str, np.ndarray] = {}
+        for key, (shape, dtype) in _obs_layout(obs_spec).items():
+            if memmap_dir is None:
+                self._obs[key] = np.zeros((capacity, *shape), dtype=dtype)
+            else:
+                folder = Path(memmap_dir)
+                folder.mkdir(parents=True, exist_ok=True)
+                self._obs[key] = np.lib.format.open_memmap(
+                    folder / f"replay_{key}.npy", mode="w+", dtype=dtype, shape=(capacity, *shape)
+                )
+        self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.rewards = np.zeros(capacity, dtype=np.float32)
+        self.terminated = np.zeros(capacity, dtype=bool)
+        self.next_slot = np.full(capacity, -1, dtype=np.int64)
+        self.is_transition = np.zeros(capacity, dtype=bool)
+        self.step_ids = np.full((capacity, 3), -1, dtype=np.int64)
+        self.advisor_actions = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.has_advisor = np.zeros(capacity, dtype=bool)
+        self.clip_bonus = np.zeros(capacity, dtype=np.float32)
+        self.has_clip = np.zeros(capacity, dtype=bool)
+        self._slot_of_id: dict[StepId, int] = {}
+        self._pending = [-1] * num_envs  # slot holding env e's o_{t+1}, awaiting its transition
+        self._cursor = 0
+        self._filled = 0
+        self._counts = {"transitions": 0, "advisor": 0, "clip": 0}
+
+    # ------------------------------------------------------------------ writing
+    def _allocate(self) -> int:
+        """Take the next ring slot, clearing whatever it held (labels, id, transition)."""
+        slot = self._cursor
+        self._cursor = (self._cursor + 1) % self.capacity
+        self._filled = min(self._filled + 1, self.capacity)
+        if self.is_transition[slot]:
+            self._counts["transitions"] -= 1
+            self._counts["advisor"] -= int(self.has_advisor[slot])
+            self._counts["clip"] -= int(self.has_clip[slot])
+            self._slot_of_id.pop(tuple(int(v) for v in self.step_ids[slot]), None)  # type: ignore[arg-type]
+        self.is_transition[slot] = False
+        self.has_advisor[slot] = False
+        self.has_clip[slot] = False
+        self.next_slot[slot] = -1
+        self.step_ids[slot] = -1
+        self._pending = [-1 if pending == slot else pending for pending in self._pending]
+        return slot
+
+    def _write_obs(self, slot: int, obs: dict[str, np.ndarray], env: int) -> None:
+        for key, array in self._obs.items():
+            array[slot] = obs[key][env]
+
+    def _as_dict(self, obs: NumpyObs, name: str) -> dict[str, np.ndarray]:
+        layout = _obs_layout(self.obs_spec)
+        data = dict(obs) if isinstance(obs, dict) else {"obs": obs}
+        if set(data) != set(layout):
+            raise ValueError(f"ReplayBuffer.add: {name} must have keys {sorted(layout)}, got {sorted(data)}")
+        out = {}
+        for key, (shape, dtype) in layout.items():
+            array = np.asarray(data[key])
+            if array.shape != (self.num_envs, *shape):
+                raise ValueError(f"ReplayBuffer.add: {name}[{key!r}] must have shape {(self.num_envs, *shape)}, got {array.shape}")
+            out[key] = array.astype(dtype, copy=False)
+        return out
+
+    def add(
+        self,
+        obs: NumpyObs,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_obs: NumpyObs,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        step_ids: Sequence[StepId] | np.ndarray | None = None,
+        valid: np.ndarray | None = None,
+    ) -> None:
+        """Store one lock-step of N transitions (leading dimension N everywhere).
+
+        ``next_obs`` is the observation the step returned (the final one where the episode ended,
+        never the reset observation). Invalid rows (FAST padding, ``valid == 0``) are skipped.
+
+        Raises:
+            ValueError: on shapes that do not match, or when a clip's ``obs`` is not the
+                ``next_obs`` it returned last step although that step did not end the episode.
+        """
+        obs_d, next_d = self._as_dict(obs, "obs"), self._as_dict(next_obs, "next_obs")
+        actions = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, self.action_dim)
+        rewards = np.asarray(rewards, dtype=np.float32).reshape(self.num_envs)
+        terminated = np.asarray(terminated, dtype=bool).reshape(self.num_envs)
+        ended = terminated | np.asarray(truncated, dtype=bool).reshape(self.num_envs)
+        ids = np.full((self.num_envs, 3), -1, dtype=np.int64) if step_ids is None else np.asarray(step_ids, dtype=np.int64)
+        if ids.shape != (self.num_envs, 3):
+            raise ValueError(f"ReplayBuffer.add: step_ids must have shape {(self.num_envs, 3)}, got {ids.shape}")
+        is_valid = np.ones(self.num_envs, dtype=bool) if valid is None else np.asarray(valid, dtype=bool).reshape(self.num_envs)
+        for env in np.flatnonzero(is_valid):
+            slot = self._pending[env]
+            if slot >= 0 and not all(np.array_equal(self._obs[k][slot], obs_d[k][env]) for k in self._obs):
+                raise ValueError(
+                    f"ReplayBuffer.add: clip {env}'s obs differs from the next_obs it returned last step; "
+                    "mark that step terminated or truncated before resetting the clip"
+                )
+            if slot < 0:
+                slot = self._allocate()
+                self._write_obs(slot, obs_d, env)
+            next_slot = self._allocate()
+            self._write_obs(next_slot, next_d, env)
+            self.actions[slot] = actions[env]
+            self.rewards[slot] = rewards[env]
+            self.terminated[slot] = terminated[env]
+            self.next_slot[slot] = next_slot
+            self.is_transition[slot] = True
+            self._counts["transitions"] += 1
+            self._pending[env] = -1 if ended[env] else next_slot
+            if ids[env, 0] >= 0:
+                self.step_ids[slot] = ids[env]
+                self._slot_of_id[tuple(int(v) for v in ids[env])] = slot  # type: ignore[index]
+
+    def attach_labels(self, step_id: StepId, action: np.ndarray | None = None, clip_bonus: float | None = None) -> bool:
+        """Attach an advisor action and/or CLIP bonus to the transition of ``step_id``'s observation.
+
+        Returns:
+            False when the answer came too late (its slot was overwritten) or the id is unknown.
+        """
+        slot = self._slot_of_id.get(tuple(int(v) for v in step_id))  # type: ignore[arg-type]
+        if slot is None:
+            return False
+        if action is not None:
+            advisor_action = np.asarray(action, dtype=np.float32).reshape(-1)
+            if advisor_action.shape != (self.action_dim,) or not np.all(np.isfinite(advisor_action)):
+                raise ValueError(f"attach_labels: action must be {self.action_dim} finite floats, got {action!r}")
+            self.advisor_actions[slot] = advisor_action
+            self._counts["advisor"] += int(not self.has_advisor[slot])
+            self.has_advisor[slot] = True
+        if clip_bonus is not None:
+            if not np.isfinite(clip_bonus):
+                raise ValueError(f"attach_labels: clip_bonus must be finite, got {clip_bonus!r}")
+            self.clip_bonus[slot] = float(clip_bonus)
+            self._counts["clip"] += int(not self.has_clip[slot])
+            self.has_clip[slot] = True
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def __len__(self) -> int:
+        """Number of stored transitions (sampleable)."""
+        return self._counts["transitions"]
+
+    def label_coverage(self) -> dict[str, float]:
+        """Fraction of stored transitions with an advisor action / a CLIP bonus."""
+        total = max(1, self._counts["transitions"])
+        return {"advisor": self._counts["advisor"] / total, "clip": self._counts["clip"] / total}
+
+    @property
+    def obs_nbytes(self) -> int:
+        """Bytes of the stored observations (one copy)."""
+        return sum(array.nbytes for array in self._obs.values())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array the buffer holds (observations included)."""
+        others = (self.actions, self.rewards, self.terminated, self.next_slot, self.is_transition, self.step_ids,
+                  self.advisor_actions, self.has_advisor, self.clip_bonus, self.has_clip)
+        return self.obs_nbytes + sum(array.nbytes for array in others)
+
+    def _gather_obs(self, slots: np.ndarray) -> TensorObs:
+        tensors = {key: torch.as_tensor(array[slots], device=self.device) for key, array in self._obs.items()}
+        return tensors["obs"] if "obs" in tensors else tensors
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> ReplaySamples:
+        """Uniform batch over stored transitions.
+
+        Raises:
+            ValueError: if the buffer is empty or ``batch_size`` < 1.
+        """
+        if batch_size < 1:
+            raise ValueError(f"ReplayBuffer.sample: batch_size must be >= 1, got {batch_size}")
+        if len(self) == 0:
+            raise ValueError("ReplayBuffer.sample: the buffer holds no transitions yet")
+        chosen: list[np.ndarray] = []
+        missing = batch_size
+        while missing > 0:  # rejection sampling: final-observation slots are rare
+            draws = rng.integers(0, self._filled, size=2 * missing)
+            hits = draws[self.is_transition[draws]][:missing]
+            chosen.append(hits)
+            missing -= len(hits)
+        slots = np.sort(np.concatenate(chosen))  # sorted reads are kinder to memory maps
+        next_slots = self.next_slot[slots]
+
+        def tensor(array: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(array, dtype=torch.float32, device=self.device)
+
+        return ReplaySamples(
+            observations=self._gather_obs(slots),
+            actions=tensor(self.actions[slots]),
+            rewards=tensor(self.rewards[slots]),
+            next_observations=self._gather_obs(next_slots),
+            dones=tensor(self.terminated[slots]),
+            has_advisor=tensor(self.has_advisor[slots]),
+            advisor_actions=tensor(self.advisor_actions[slots]),
+            has_clip=tensor(self.has_clip[slots]),
+            clip_bonus=tensor(self.clip_bonus[slots]),
+        )

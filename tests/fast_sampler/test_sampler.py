@@ -1,0 +1,230 @@
+"""Lock-step samplers in-process: masks, step ids, end rules, the transition stream, bad input."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from fast_sampler import (
+    CarlaLikeEnv,
+    ClipEndRule,
+    EnvFactoryError,
+    FastSampler,
+    GlobalResetSampler,
+    LockstepSampler,
+    PerClipResetSampler,
+    Rollout,
+    SingleClipSampler,
+    StepId,
+)
+from fast_sampler.rules import AdaptiveRho
+
+
+def zero_policy(obs: np.ndarray) -> np.ndarray:
+    return np.zeros((len(obs), 2), np.float32)
+
+
+def value_policy(obs: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    return np.tile(obs[:, :1], (1, 2)) * 0.5, {"values": obs[:, 0] * 2.0, "log_probs": -np.ones(len(obs))}
+
+
+def env_fns(lengths: list[list[int]], **kwargs: object) -> list[functools.partial]:
+    """One factory per clip; clip n's episodes last lengths[n][k % len] steps."""
+    return [functools.partial(CarlaLikeEnv, episode_lengths=clip_lengths, **kwargs) for clip_lengths in lengths]
+
+
+def as_grid(flags: np.ndarray) -> list[str]:
+    """(T, N) flags as one string per clip, e.g. '110' (readable expected values)."""
+    return ["".join(str(int(v)) for v in column) for column in flags.T]
+
+
+def test_fast_pads_ended_clips_and_truncates_the_rest_at_rho() -> None:
+    # Lengths 2, 3, 5, 8 and rho = 0.5: clip 0 ends at lock-step 1, clip 1 at lock-step 2, which
+    # makes 2 of 4 ended, so clips 2 and 3 are truncated at lock-step 2 and everyone resets.
+    with FastSampler(env_fns([[2], [3], [5], [8]]), zero_policy, rho=0.5, seed=0) as sampler:
+        rollout = sampler.collect(6)
+    assert as_grid(rollout.valid) == ["110110", "111111", "111111", "111111"]
+    assert as_grid(rollout.terminated) == ["010010", "001001", "000000", "000000"]
+    assert as_grid(rollout.truncated) == ["000000", "000000", "001001", "001001"]
+    assert as_grid(rollout.episode_index >= 1) == ["000110", "000111", "000111", "000111"]  # padding: -1
+    assert sampler.stats.global_resets == 2
+    assert sampler.stats.valid_transitions == rollout.num_valid == 22
+
+
+def test_padding_rows_hold_the_last_observation_with_zero_reward_action_and_ids() -> None:
+    with FastSampler(env_fns([[2], [4]]), value_policy, rho=1.0, seed=3) as sampler:
+        rollout = sampler.collect(4)
+    padding = ~rollout.valid
+    assert as_grid(padding) == ["0011", "0000"]
+    last_obs = rollout.next_obs[1, 0]
+    for t in (2, 3):
+        np.testing.assert_array_equal(rollout.obs[t, 0], last_obs)
+        np.testing.assert_array_equal(rollout.next_obs[t, 0], last_obs)
+    assert np.all(rollout.rewards[padding] == 0) and np.all(rollout.actions[padding] == 0)
+    for ids in (rollout.clip_index, rollout.episode_index, rollout.step_index):
+        assert np.all(ids[padding] == -1)
+    assert not np.any(rollout.terminated[padding] | rollout.truncated[padding])
+    assert rollout.extras["values"].shape == (4, 2)
+    np.testing.assert_allclose(rollout.extras["values"], rollout.obs[..., 0] * 2.0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda fns: FastSampler(fns, value_policy, rho=0.5, seed=1),
+        lambda fns: FastSampler(fns, value_policy, rho=0.75, horizon=7, seed=1),
+        lambda fns: PerClipResetSampler(fns, value_policy, seed=1),
+        lambda fns: GlobalResetSampler(fns, value_policy, seed=1),
+    ],
+    ids=["fast", "fast-horizon", "per-clip", "global"],
+)
+def test_step_ids_are_unique_consecutive_and_follow_the_observations(make) -> None:
+    with make(env_fns([[3, 9], [4], [2, 6, 11], [5, 1]])) as sampler:
+        rollout = sampler.collect(40)
+    horizon, num_clips = rollout.valid.shape
+    seen: set[StepId] = set()
+    for clip in range(num_clips):
+        previous: tuple[int, int] | None = None
+        for t in range(horizon):
+            if not rollout.valid[t, clip]:
+                continue
+            step_id = StepId(int(rollout.clip_index[t, clip]), int(rollout.episode_index[t, clip]), int(rollout.step_index[t, clip]))
+            assert step_id.clip == clip and step_id not in seen
+            seen.add(step_id)
+            if previous is not None and previous[0] == step_id.episode:
+                # Same episode: the step counter advances by one and o_t is last row's o_{t+1}.
+                assert step_id.step == previous[1] + 1
+                np.testing.assert_array_equal(rollout.obs[t, clip], rollout.next_obs[t_previous, clip])
+            else:
+                assert step_id.step == 0 and step_id.episode == (previous[0] + 1 if previous else 0)
+                assert previous is None or rollout.terminated[t_previous, clip] or rollout.truncated[t_previous, clip]
+            previous, t_previous = (step_id.episode, step_id.step), t
+    assert len(seen) == rollout.num_valid
+
+
+def test_horizon_truncates_every_running_clip_without_terminating_it() -> None:
+    with FastSampler(env_fns([[50], [60]]), zero_policy, rho=0.5, horizon=3, seed=0) as sampler:
+        rollout = sampler.collect(6)
+    assert as_grid(rollout.truncated) == ["001001", "001001"]
+    assert not rollout.terminated.any() and rollout.valid.all()
+
+
+def test_per_clip_reset_never_pads_and_resets_only_the_ended_clip() -> None:
+    with PerClipResetSampler(env_fns([[2], [3]]), zero_policy, seed=0) as sampler:
+        rollout = sampler.collect(6)
+    assert rollout.valid.all()
+    assert as_grid(rollout.terminated) == ["010101", "001001"]
+    assert not rollout.truncated.any()
+    assert rollout.episode_index[:, 0].tolist() == [0, 0, 1, 1, 2, 2]
+    assert rollout.episode_index[:, 1].tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_global_reset_truncates_all_others_when_any_clip_ends() -> None:
+    with GlobalResetSampler(env_fns([[2], [5], [7]]), zero_policy, seed=0) as sampler:
+        rollout = sampler.collect(4)
+    assert rollout.valid.all()
+    assert as_grid(rollout.terminated) == ["0101", "0000", "0000"]
+    assert as_grid(rollout.truncated) == ["0000", "0101", "0101"]
+    assert rollout.step_index[:, 2].tolist() == [0, 1, 0, 1]
+
+
+def test_single_clip_resets_on_done() -> None:
+    with SingleClipSampler(functools.partial(CarlaLikeEnv, episode_lengths=[2, 1]), zero_policy, seed=0) as sampler:
+        rollout = sampler.collect(5)
+    assert rollout.valid.shape == (5, 1) and rollout.valid.all()
+    assert as_grid(rollout.terminated) == ["01101"]  # lengths 2, 1, 2
+
+
+def test_transition_stream_yields_exactly_the_valid_rows() -> None:
+    lengths = [[2, 7], [3], [4, 1]]
+    with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
+        rollout = sampler.collect(12)
+    with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
+        transitions = list(sampler.transitions(rollout.num_valid))
+    expected = [(t, n) for t in range(12) for n in range(3) if rollout.valid[t, n]]
+    assert len(transitions) == len(expected)
+    for transition, (t, n) in zip(transitions, expected):
+        assert transition.step_id == StepId(n, int(rollout.episode_index[t, n]), int(rollout.step_index[t, n]))
+        np.testing.assert_array_equal(transition.obs, rollout.obs[t, n])
+        np.testing.assert_array_equal(transition.next_obs, rollout.next_obs[t, n])
+        np.testing.assert_array_equal(transition.action, rollout.actions[t, n])
+        assert transition.reward == pytest.approx(rollout.rewards[t, n])
+        assert (transition.terminated, transition.truncated) == (rollout.terminated[t, n], rollout.truncated[t, n])
+        assert transition.info["t"] == rollout.step_index[t, n] + 1
+        assert transition.info["step_id"] == transition.step_id
+
+
+def test_same_seed_gives_the_same_rollout_with_dict_observations() -> None:
+    def run() -> Rollout:
+        fns = [functools.partial(CarlaLikeEnv, dict_obs=True) for _ in range(3)]
+        with FastSampler(fns, lambda obs: obs["state"][:, :2], rho=0.5, seed=11) as sampler:
+            return sampler.collect(30)
+
+    first, second = run(), run()
+    for key in ("state", "image"):
+        np.testing.assert_array_equal(first.obs[key], second.obs[key])
+        assert first.obs[key].shape[:2] == (30, 3)
+    np.testing.assert_array_equal(first.rewards, second.rewards)
+    np.testing.assert_array_equal(first.valid, second.valid)
+
+
+def test_rollout_tensors_keep_shapes_and_masks() -> None:
+    torch = pytest.importorskip("torch")
+    with FastSampler(env_fns([[2], [3]], dict_obs=True), lambda o: np.zeros((2, 2)), rho=1.0, seed=0) as sampler:
+        tensors = sampler.collect(3).tensors()
+    assert tensors["obs"]["image"].shape == (3, 2, 3, 8, 8) and tensors["obs"]["image"].dtype == torch.uint8
+    assert tensors["valid"].dtype == torch.bool and tensors["valid"].tolist() == [[True, True], [True, True], [False, True]]
+
+
+@pytest.mark.parametrize("rho", [0.0, -0.5, 1.5, float("nan")])
+def test_invalid_rho_is_rejected_by_name(rho: float) -> None:
+    with pytest.raises(ValueError, match="rho"):
+        FastSampler(env_fns([[2]]), zero_policy, rho=rho)
+
+
+@pytest.mark.parametrize("horizon", [0, -3, 2.5, True])
+def test_invalid_horizon_is_rejected_by_name(horizon: object) -> None:
+    with pytest.raises(ValueError, match="horizon"):
+        FastSampler(env_fns([[2]]), zero_policy, horizon=horizon)
+
+
+def test_env_factory_that_raises_names_its_clip() -> None:
+    fns = env_fns([[2], [2]]) + [functools.partial(CarlaLikeEnv, obs_dim=0)]
+    with pytest.raises(EnvFactoryError, match=r"clip 2: .*obs_dim") as info:
+        FastSampler(fns, zero_policy)
+    assert info.value.clip == 2
+
+
+def test_clips_with_different_observation_spaces_are_rejected() -> None:
+    fns = [functools.partial(CarlaLikeEnv), functools.partial(CarlaLikeEnv, obs_dim=3)]
+    with pytest.raises(ValueError, match="clip 1: observation_space"):
+        FastSampler(fns, zero_policy)
+
+
+def test_policy_returning_the_wrong_batch_size_is_rejected() -> None:
+    with FastSampler(env_fns([[2], [2]]), lambda obs: np.zeros((1, 2)), seed=0) as sampler:
+        with pytest.raises(ValueError, match="policy: .*N=2"):
+            sampler.step()
+
+
+def test_adaptive_rho_settles_on_the_fastest_threshold() -> None:
+    adaptive = AdaptiveRho(4, np.random.default_rng(0), epsilon=0.0)
+    assert adaptive.candidates.tolist() == [0.25, 0.5, 0.75, 1.0]
+    seconds_per_valid = {0.25: 3.0, 0.5: 1.0, 0.75: 2.0, 1.0: 4.0}
+    for _ in range(12):
+        rho = adaptive.choose()
+        adaptive.update(rho, 100, 100 * seconds_per_valid[rho])
+    assert adaptive.best == 0.5 and adaptive.choose() == 0.5
+
+
+def test_fast_sampler_with_adaptive_rho_only_uses_candidate_thresholds() -> None:
+    with FastSampler(env_fns([[2, 9], [3], [4, 2], [6]]), zero_policy, adaptive_rho=True, seed=0) as sampler:
+        used = set()
+        for _ in range(60):
+            used.add(sampler.rho)
+            sampler.step()
+    assert used <= {0.25, 0.5, 0.75, 1.0} and len(used) > 1
+    with pytest.raises(ValueError, match="adaptive_rho"):
+        LockstepSampler(env_fns([[2]]), zero_policy, end_rule=ClipEndRule.RESET_CLIP, adaptive_rho=True)

@@ -1,0 +1,131 @@
+"""PPO with SMPO: padded batches give the unpadded loss and gradients; config errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from found_rl.algos.ppo import LOSS_TAGS, PPO, PpoConfig, ppo_losses
+from found_rl.models.encoders import NetworkConfig
+from found_rl.models.observation import ObsSpec
+from found_rl.models.ppo_nets import ActionKind
+from found_rl.storage.rollout import RolloutSamples, RolloutStorage
+
+VECTOR = ObsSpec(vector_dim=4)
+SMALL = NetworkConfig(actor_hidden=(16,), critic_hidden=(16,))
+
+
+def padded_batch(kind: ActionKind, agent, size: int = 12, seed: int = 0) -> tuple[RolloutSamples, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    valid = torch.ones(size)
+    valid[[2, 5, 6, 11]] = 0.0
+    obs = torch.randn(size, 4, generator=gen)
+    obs[valid == 0] = 1e3  # padding holds a held (here: absurd) observation
+    with torch.no_grad():
+        actions, log_probs, _, values = agent.get_action_and_value(obs)
+    log_probs = log_probs + 0.1 * torch.randn(size, generator=gen)  # behaviour ≠ current policy
+    batch = RolloutSamples(
+        observations=obs,
+        actions=actions,
+        log_probs=log_probs,
+        values=values,
+        advantages=torch.randn(size, generator=gen) * valid,
+        returns=torch.randn(size, generator=gen) * valid,
+        valid=valid,
+    )
+    return batch, valid
+
+
+@pytest.mark.parametrize("kind", [ActionKind.CATEGORICAL, ActionKind.BETA, ActionKind.GAUSSIAN])
+def test_padded_batch_gives_unpadded_loss_and_gradients(kind):
+    torch.manual_seed(0)
+    ppo = PPO(VECTOR, kind, 3 if kind is ActionKind.CATEGORICAL else 2, PpoConfig(network=SMALL, ent_coef=0.01))
+    batch, valid = padded_batch(kind, ppo.agent)
+    unpadded = batch.index(torch.nonzero(valid).squeeze(-1))._replace(valid=torch.ones(int(valid.sum())))
+
+    def loss_and_grads(mb: RolloutSamples):
+        ppo.agent.zero_grad()
+        _, log_probs, entropy, values = ppo.agent.get_action_and_value(mb.observations, mb.actions)
+        losses = ppo_losses(log_probs, entropy, values, mb, ppo.config)
+        losses.loss.backward()
+        return losses, [p.grad.clone() for p in ppo.agent.parameters()]
+
+    padded_losses, padded_grads = loss_and_grads(batch)
+    plain_losses, plain_grads = loss_and_grads(unpadded)
+    for name in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"):
+        assert getattr(padded_losses, name).item() == pytest.approx(getattr(plain_losses, name).item(), rel=1e-5, abs=1e-6)
+    for padded, plain in zip(padded_grads, plain_grads):
+        assert torch.allclose(padded, plain, rtol=1e-4, atol=1e-6)
+
+
+def reference_gae(rewards, values, next_values, terminated, gamma, lam):
+    """Plain GAE over one unpadded episode fragment, written out by hand."""
+    advantages, carried = [], 0.0
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * (0.0 if terminated[t] else next_values[t]) - values[t]
+        carried = delta + gamma * lam * carried * (0.0 if t == len(rewards) - 1 else 1.0)
+        advantages.append(carried)
+    return advantages[::-1]
+
+
+def test_storage_gae_ignores_padding_and_bootstraps_truncation():
+    storage = RolloutStorage(4, 2, VECTOR, (), discrete=True)
+    rewards = torch.tensor([[1.0, 0.5], [2.0, 0.5], [9.0, 0.5], [9.0, 0.5]])
+    values = torch.tensor([[0.3, 0.1], [0.2, 0.2], [50.0, 0.3], [50.0, 0.4]])
+    # clip 0 terminates at t=1 then is padding; clip 1 is truncated at t=2 (final V = 5) and restarts at t=3
+    terminated = torch.tensor([[0, 0], [1, 0], [0, 0], [0, 0]], dtype=torch.bool)
+    truncated = torch.tensor([[0, 0], [0, 0], [0, 1], [0, 0]], dtype=torch.bool)
+    valid = torch.tensor([[1, 1], [1, 1], [0, 1], [0, 1]], dtype=torch.float32)
+    final_values = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 5.0], [0.0, 0.0]])
+    for t in range(4):
+        storage.add(torch.zeros(2, 4), torch.zeros(2, dtype=torch.int64), torch.zeros(2), values[t], rewards[t],
+                    terminated[t], truncated[t], valid[t], final_values[t])
+    out = storage.compute_returns(last_values=torch.tensor([0.0, 0.7]), gamma=0.9, gae_lambda=0.8)
+    advantages = out.advantages.reshape(4, 2)
+    clip0 = reference_gae([1.0, 2.0], [0.3, 0.2], [0.2, 0.0], [False, True], 0.9, 0.8)
+    clip1_first = reference_gae([0.5, 0.5, 0.5], [0.1, 0.2, 0.3], [0.2, 0.3, 5.0], [False, False, False], 0.9, 0.8)
+    clip1_second = reference_gae([0.5], [0.4], [0.7], [False], 0.9, 0.8)
+    assert torch.allclose(advantages[:2, 0], torch.tensor(clip0))
+    assert torch.all(advantages[2:, 0] == 0)
+    assert torch.allclose(advantages[:3, 1], torch.tensor(clip1_first))
+    assert torch.allclose(advantages[3:, 1], torch.tensor(clip1_second))
+
+
+def test_clip_bonus_in_rollout_is_masked_per_entry():
+    storage = RolloutStorage(1, 2, VECTOR, (), discrete=True)
+    storage.add(torch.zeros(2, 4), torch.zeros(2, dtype=torch.int64), torch.zeros(2), torch.zeros(2), torch.ones(2),
+                torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool), torch.ones(2))
+    storage.attach_clip_bonus(0, 1, 0.25)
+    out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
+    assert torch.allclose(out.returns, torch.tensor([1.0, 1.25]))
+
+
+def test_update_reports_loss_tags():
+    ppo = PPO(VECTOR, "beta", 2, PpoConfig(network=SMALL, num_minibatches=2, update_epochs=2))
+    batch, _ = padded_batch(ActionKind.BETA, ppo.agent)
+    logs = ppo.update(batch, global_step=12)
+    assert set(logs) == set(LOSS_TAGS)
+    assert logs["perf/valid_fraction"] == pytest.approx(8 / 12)
+
+
+def test_beta_actions_stay_inside_bounds():
+    ppo = PPO(VECTOR, "beta", 2, PpoConfig(network=SMALL))
+    actions = ppo.act(np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32), deterministic=False)
+    assert actions.shape == (64, 2) and np.all(np.abs(actions) <= 1.0)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [({"clip_coef": 0.0}, "clip_coef"), ({"gae_lambda": 2.0}, "gae_lambda"), ({"action_kind": "dirichlet"}, "dirichlet"),
+     ({"guidance": ("vmr",)}, "vmr"), ({"guidance": ("awac",)}, "awac"), ({"num_minibatches": 0}, "num_minibatches")],
+)
+def test_bad_config_names_the_problem(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        PpoConfig(**overrides)
+
+
+def test_nan_advantage_stops_with_the_term_named():
+    ppo = PPO(VECTOR, "gaussian", 2, PpoConfig(network=SMALL, num_minibatches=1))
+    batch, _ = padded_batch(ActionKind.GAUSSIAN, ppo.agent)
+    batch = batch._replace(returns=torch.full_like(batch.returns, float("nan")))
+    with pytest.raises(FloatingPointError, match="losses/value_loss"):
+        ppo.update(batch, global_step=1)

@@ -1,0 +1,84 @@
+"""``found-rl eval`` end to end on one short quickstart route, and every bad input."""
+
+import json
+import socket
+import time
+
+import pytest
+
+from .conftest import ONE_ROUTE, QUICKSTART, run_command
+
+MODULE = "found_rl.cli.evaluate"
+
+
+def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tmp_path, quickstart_eval_args):
+    out = tmp_path / "results.json"
+    argv = [*quickstart_eval_args, "--agent", "expert", "--out", str(out), "--video-dir", str(tmp_path / "videos")]
+    assert run_command(MODULE, argv) == 0
+    first = json.loads(out.read_text())
+    records = first["_checkpoint"]["records"]
+    assert [r["route_id"] for r in records] == ["RouteScenario_0_rep0"]
+    assert records[0]["status"] == "Completed"
+    assert records[0]["scores"]["score_composed"] > 90.0
+    assert first["entry_status"] == "Finished"
+    assert (tmp_path / "videos" / "0000_route0_rep0.gif").stat().st_size > 0
+
+    started = time.perf_counter()
+    assert run_command(MODULE, argv) == 0  # resume: nothing left to drive
+    assert json.loads(out.read_text())["_checkpoint"]["records"] == records
+    assert time.perf_counter() - started < 60
+
+
+@pytest.mark.parametrize(
+    ("agent", "error", "match"),
+    [
+        ("pilot", ValueError, "unknown agent 'pilot'"),
+        ("checkpoint:", ValueError, "unknown agent"),
+        ("checkpoint:/no/such/policy.pt", FileNotFoundError, "policy.pt"),
+    ],
+)
+def test_bad_agent_specs_fail_before_the_simulator_starts(tmp_path, quickstart_eval_args, agent, error, match):
+    with pytest.raises(error, match=match):
+        run_command(MODULE, [*quickstart_eval_args, "--agent", agent, "--out", str(tmp_path / "r.json")])
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_unreachable_advisor_fails_after_a_bounded_wait(tmp_path, quickstart_eval_args):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="no advisor server answered"):
+        run_command(
+            MODULE,
+            [*quickstart_eval_args, "--agent", f"advisor:http://127.0.0.1:{port}", "--advisor-timeout", "1",
+             "--out", str(tmp_path / "r.json")],
+        )
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize("content", ["{broken", json.dumps({"something": "else"})])
+def test_corrupt_or_foreign_out_file_is_refused_and_kept(tmp_path, quickstart_eval_args, content):
+    out = tmp_path / "r.json"
+    out.write_text(content)
+    with pytest.raises(ValueError, match="refusing to overwrite"):
+        run_command(MODULE, [*quickstart_eval_args, "--agent", "expert", "--out", str(out)])
+    assert out.read_text() == content
+
+
+def test_route_file_without_routes_is_named(tmp_path):
+    empty = tmp_path / "empty.xml"
+    empty.write_text("<routes></routes>")
+    with pytest.raises(ValueError, match="empty.xml: no <route>"):
+        run_command(MODULE, ["--scenario", str(QUICKSTART), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+
+
+def test_random_route_scenario_needs_a_route_file(tmp_path):
+    with pytest.raises(ValueError, match="pass --routes FILE"):
+        run_command(MODULE, ["--scenario", str(QUICKSTART), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+
+
+def test_bad_repetitions_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="--repetitions"):
+        run_command(MODULE, ["--scenario", str(QUICKSTART), "--routes", str(ONE_ROUTE), "--agent", "expert",
+                             "--repetitions", "0", "--out", str(tmp_path / "r.json")])

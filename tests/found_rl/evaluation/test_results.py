@@ -1,0 +1,88 @@
+"""The leaderboard JSON layout, atomic saves, and refusing files that are not ours."""
+
+import json
+
+import pytest
+
+from found_rl.evaluation.results import ResultsFile, build_record
+from found_rl.events import EpisodeStatus, EpisodeSummary, Infraction, InfractionKind
+from found_rl.metrics import route_scores
+
+IDENTITY = {"scenario": "s.yaml", "agent": "expert", "repetitions": 1, "seed": 0}
+
+
+def record(index: int, completion: float = 1.0, collisions: int = 0) -> dict:
+    infractions = tuple(
+        Infraction(InfractionKind.COLLISION_VEHICLE, 5, (12.25, -3.5), actor_id="veh7", detail="hit veh7")
+        for _ in range(collisions)
+    )
+    status = EpisodeStatus.COMPLETED if completion >= 1.0 else EpisodeStatus.FAILED_COLLISION
+    summary = EpisodeSummary(f"{index}", status, completion, 500.0, 500.0 * completion, 0.0, 40.0, 400, infractions)
+    return build_record(index, 0, summary, route_scores(summary), duration_system_s=2.0)
+
+
+def test_layout_matches_the_leaderboard(tmp_path):
+    results = ResultsFile(tmp_path / "results.json", IDENTITY, total=2)
+    results.add(record(0))
+    results.add(record(1, completion=0.5, collisions=1))
+    data = json.loads((tmp_path / "results.json").read_text())
+
+    checkpoint = data["_checkpoint"]
+    assert checkpoint["progress"] == [2, 2]
+    assert data["entry_status"] == "Finished"
+    assert len(data["labels"]) == len(data["values"])
+    first, second = checkpoint["records"]
+    assert first["route_id"] == "RouteScenario_0_rep0"
+    assert first["status"] == "Completed"
+    assert first["scores"] == {"score_route": 100.0, "score_penalty": 100.0, "score_composed": 100.0, "score_composite": 100.0}
+    assert second["status"] == "Failed - Agent collided"
+    assert second["scores"]["score_composed"] == pytest.approx(30.0)
+    assert second["infractions"]["collisions_vehicle"] == ["hit veh7 at (x=12.2, y=-3.5, z=0.0)"]
+    assert set(second["infractions"]) >= {"collisions_pedestrian", "red_light", "route_dev", "vehicle_blocked"}
+    assert {"route_length", "duration_game", "duration_system"} <= set(second["meta"])
+
+    global_record = checkpoint["global_record"]
+    assert global_record["index"] == -1 and global_record["status"] == "Failed"
+    assert global_record["scores"]["score_composed"] == pytest.approx(65.0)
+    assert global_record["scores"]["score_route"] == pytest.approx(75.0)
+    # One collision over 0.5 + 0.25 driven km.
+    assert global_record["infractions"]["collisions_vehicle"] == pytest.approx(1 / 0.75)
+
+
+def test_reopening_resumes_with_finished_indices(tmp_path):
+    path = tmp_path / "results.json"
+    ResultsFile(path, IDENTITY, total=3).add(record(0))
+    reopened = ResultsFile(path, IDENTITY, total=3)
+    assert reopened.finished_indices == {0}
+    assert json.loads(path.read_text())["entry_status"] == "Started"
+    reopened.add(record(0, completion=0.5))  # replaces, never duplicates
+    assert len(ResultsFile(path, IDENTITY, total=3).records) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps({"_checkpoint": {"records": []}}), "not a found-rl results file"),
+        (json.dumps([1, 2]), "not a found-rl results file"),
+    ],
+)
+def test_corrupt_or_foreign_file_is_never_overwritten(tmp_path, content, reason):
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=reason):
+        ResultsFile(path, IDENTITY, total=1)
+    assert path.read_text() == content
+
+
+def test_results_of_another_run_are_refused(tmp_path):
+    path = tmp_path / "results.json"
+    ResultsFile(path, IDENTITY, total=1).add(record(0))
+    with pytest.raises(ValueError, match="different run"):
+        ResultsFile(path, {**IDENTITY, "agent": "checkpoint:x.pt"}, total=1)
+
+
+def test_save_leaves_no_temporary_files(tmp_path):
+    results = ResultsFile(tmp_path / "results.json", IDENTITY, total=1)
+    results.add(record(0))
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]

@@ -1,0 +1,95 @@
+"""Roach's valeo reward, term by term, on numbers worked out by hand."""
+
+import math
+
+import pytest
+
+from found_rl.events import Infraction, InfractionKind
+from found_rl.infractions import InfractionReport
+from found_rl.rewards import Hazards, StepContext, valeo_reward
+from found_rl.route_progress import RouteProgress
+from found_rl.testing import EAST_LANE_Y, snapshot
+
+
+def context(
+    speed_mps: float = 6.0,
+    lateral_m: float = 0.0,
+    heading_error_rad: float = 0.0,
+    steer: float = 0.0,
+    previous_steer: float = 0.0,
+    hazards: Hazards = Hazards(),
+    infractions: tuple[Infraction, ...] = (),
+    terminated: bool = False,
+    route_completed: bool = False,
+) -> StepContext:
+    now = snapshot(1, (10.0, EAST_LANE_Y), speed_mps=speed_mps, steer=steer)
+    before = snapshot(0, (9.4, EAST_LANE_Y), speed_mps=speed_mps, steer=previous_steer)
+    progress = RouteProgress(10, 10.0, 0.1, 0.006, lateral_m, heading_error_rad, lateral_m, 10.0)
+    report = InfractionReport(infractions, False, False, 0.0, 0.0, route_completed)
+    return StepContext(now, before, progress, report, hazards, terminated)
+
+
+def crash(kind: InfractionKind) -> tuple[Infraction, ...]:
+    return (Infraction(kind, 1, (10.0, EAST_LANE_Y), speed_mps=4.0),)
+
+
+def test_perfect_driving_earns_one():
+    reward = valeo_reward(context())
+    assert reward.total == pytest.approx(1.0)
+    assert reward.terms == {"speed": 1.0, "position": 0.0, "rotation": 0.0, "action": 0.0, "terminal": 0.0}
+
+
+@pytest.mark.parametrize(
+    "kwargs, term, value",
+    [
+        ({"speed_mps": 3.0}, "speed", 0.5),
+        ({"speed_mps": 9.0}, "speed", 0.5),  # no extra penalty above v_max
+        ({"lateral_m": 1.0}, "position", -0.5),
+        ({"heading_error_rad": -math.pi / 6}, "rotation", -math.pi / 6),
+        ({"steer": 0.3, "previous_steer": 0.28}, "action", -0.1),
+        ({"steer": 0.3, "previous_steer": 0.295}, "action", 0.0),
+    ],
+)
+def test_single_terms(kwargs, term, value):
+    reward = valeo_reward(context(**kwargs))
+    assert reward.terms[term] == pytest.approx(value)
+    assert reward.total == pytest.approx(sum(reward.terms.values()))
+
+
+@pytest.mark.parametrize(
+    "hazards, desired_mps",
+    [
+        (Hazards(vehicle_m=10.5), 3.0),  # 6 * clip(10.5 - 8, 0, 5) / 5
+        (Hazards(vehicle_m=20.0), 6.0),
+        (Hazards(walker_m=7.0), 1.2),  # 6 * (7 - 6) / 5
+        (Hazards(light_m=4.0), 0.0),
+        (Hazards(stop_sign_m=8.0), 3.6),
+        (Hazards(vehicle_m=10.5, light_m=9.0), 3.0),  # the slowest hazard wins
+    ],
+)
+def test_hazards_scale_the_desired_speed(hazards, desired_mps):
+    reward = valeo_reward(context(speed_mps=desired_mps, hazards=hazards))
+    assert reward.terms["speed"] == pytest.approx(1.0)
+    slower = valeo_reward(context(speed_mps=0.0, hazards=hazards))
+    assert slower.terms["speed"] == pytest.approx(1.0 - desired_mps / 6.0)
+
+
+@pytest.mark.parametrize(
+    "kind, terminal",
+    [
+        (InfractionKind.COLLISION_VEHICLE, -5.0),
+        (InfractionKind.COLLISION_PEDESTRIAN, -5.0),
+        (InfractionKind.RED_LIGHT, -5.0),
+        (InfractionKind.VEHICLE_BLOCKED, -1.0),
+        (InfractionKind.ROUTE_DEVIATION, -1.0),
+    ],
+)
+def test_terminal_penalty(kind, terminal):
+    # Ego at 4 m/s: collisions and red lights cost -1 - 4.
+    reward = valeo_reward(context(speed_mps=4.0, infractions=crash(kind), terminated=True))
+    assert reward.terms["terminal"] == pytest.approx(terminal)
+
+
+def test_completing_the_route_is_not_penalised():
+    reward = valeo_reward(context(terminated=True, route_completed=True))
+    assert reward.terms["terminal"] == 0.0

@@ -1,0 +1,33 @@
+"""Traffic-light timing tables from SUMO phase programs."""
+
+import numpy as np
+
+from found_rl.sim.snapshot import LightState
+from found_rl.sim.sumo.lights import link_state_tables, stop_line_segment
+
+RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
+
+
+def test_a_state_spanning_several_phases_counts_them_all():
+    # Link 0: green for 30 + 6 s (the second phase only changes link 1), yellow 3 s, red 20 s.
+    states = ["GG", "Gy", "yr", "rr"]
+    durations = [30.0, 6.0, 3.0, 20.0]
+    codes, after, run = link_state_tables(states, durations)
+    assert codes[:, 0].tolist() == [GREEN, GREEN, YELLOW, RED]
+    assert codes[:, 1].tolist() == [GREEN, YELLOW, RED, RED]
+    assert after[0, 0] == 6.0 and after[1, 0] == 0.0
+    assert run[0, 0] == run[1, 0] == 36.0
+    assert run[2, 1] == run[3, 1] == 23.0 and after[2, 1] == 20.0
+    # The run of red wraps around the cycle end for link 1 (phases 2, 3).
+    assert run[3, 0] == 20.0
+
+
+def test_a_light_that_never_changes_has_infinite_times():
+    codes, after, run = link_state_tables(["Gr", "Gr"], [10.0, 5.0])
+    assert np.isinf(after[:, 0]).all() and np.isinf(run[:, 0]).all()
+    assert codes[0, 1] == RED
+
+
+def test_stop_line_spans_the_lane_end_perpendicular():
+    segment = stop_line_segment(np.array([[0.0, 0.0], [0.0, 10.0]]), width_m=3.0)
+    np.testing.assert_allclose(segment, [[-1.5, 10.0], [1.5, 10.0]])

@@ -1,0 +1,192 @@
+"""Expert behaviour on hand-built situations: steering toward the route, stopping for hazards."""
+
+import math
+
+import numpy as np
+import pytest
+
+from found_rl.actions import RoadOption
+from found_rl.expert.control import ExpertConfig, expert_action
+from found_rl.expert.observation import ExpertObservation
+from found_rl.expert.observer import world_to_ego
+
+CONFIG = ExpertConfig()
+
+
+def straight(length_m: float = 48.0, lateral_m: float = 0.0) -> tuple[tuple[float, float], ...]:
+    return tuple((float(x), lateral_m) for x in np.arange(0.0, length_m, 2.0))
+
+
+def arc(radius_m: float, turn_right: bool, length_m: float = 40.0) -> tuple[tuple[float, float], ...]:
+    """Points on a circle tangent to the ego's heading, turning right (+y) or left."""
+    sign = 1.0 if turn_right else -1.0
+    angles = np.arange(0.0, length_m, 2.0) / radius_m
+    return tuple((radius_m * math.sin(a), sign * radius_m * (1 - math.cos(a))) for a in angles)
+
+
+def observe(speed: float = 6.0, route=None, **hazards) -> ExpertObservation:
+    return ExpertObservation(speed_mps=speed, command=int(RoadOption.LANEFOLLOW), route_ego=route or straight(), **hazards)
+
+
+def test_free_straight_road_accelerates_from_rest_without_steering():
+    acc, steer = expert_action(observe(speed=0.0), CONFIG)
+    assert acc > 0.5
+    assert abs(steer) < 1e-6
+
+
+def test_cruise_speed_is_held_not_exceeded():
+    assert expert_action(observe(speed=CONFIG.cruise_speed_mps + 1.0), CONFIG)[0] < 0.0
+    assert 0.0 <= expert_action(observe(speed=CONFIG.cruise_speed_mps), CONFIG)[0] < 0.3
+
+
+@pytest.mark.parametrize(("turn_right", "sign"), [(True, 1.0), (False, -1.0)])
+def test_steers_toward_a_curving_route(turn_right, sign):
+    _, steer = expert_action(observe(route=arc(12.0, turn_right)), CONFIG)
+    assert sign * steer > 0.05
+
+
+@pytest.mark.parametrize(("offset_m", "sign"), [(1.5, 1.0), (-1.5, -1.0)])
+def test_steers_back_onto_a_route_beside_the_ego(offset_m, sign):
+    _, steer = expert_action(observe(route=straight(lateral_m=offset_m)), CONFIG)
+    assert sign * steer > 0.05
+
+
+def test_slows_before_a_sharp_corner():
+    acc, _ = expert_action(observe(speed=7.0, route=straight(4.0) + tuple((4.0 + x, y) for x, y in arc(6.0, True)[1:])), CONFIG)
+    assert acc < 0.0
+
+
+@pytest.mark.parametrize("state", [1, 2])
+def test_brakes_for_red_and_yellow_light_it_can_stop_for(state):
+    acc, _ = expert_action(observe(speed=6.0, light_state=state, light_distance_m=8.0), CONFIG)
+    assert acc < 0.0
+
+
+def test_holds_brake_while_waiting_at_a_red_light():
+    acc, _ = expert_action(observe(speed=0.0, light_state=1, light_distance_m=2.2), CONFIG)
+    assert acc < 0.0
+
+
+def test_ignores_green_light_and_passes_yellow_it_cannot_stop_for():
+    assert expert_action(observe(speed=5.0, light_state=3, light_distance_m=5.0), CONFIG)[0] > 0.0
+    assert expert_action(observe(speed=7.0, light_state=2, light_distance_m=1.0), CONFIG)[0] >= 0.0
+
+
+def test_red_light_behind_the_stop_line_does_not_stop_the_car_in_the_junction():
+    assert expert_action(observe(speed=5.0, light_state=1, light_distance_m=-3.0), CONFIG)[0] > 0.0
+
+
+def test_follows_a_slow_leader_and_stops_behind_a_stopped_one():
+    assert expert_action(observe(speed=6.0, leader_gap_m=6.0, leader_speed_mps=0.0), CONFIG)[0] < -0.5
+    assert expert_action(observe(speed=0.0, leader_gap_m=4.0, leader_speed_mps=0.0), CONFIG)[0] < 0.0
+    assert expert_action(observe(speed=5.0, leader_gap_m=40.0, leader_speed_mps=7.0), CONFIG)[0] > 0.0
+
+
+def test_stops_for_a_walker_in_the_path_and_for_a_stop_sign():
+    assert expert_action(observe(speed=5.0, walker_distance_m=8.0), CONFIG)[0] < -0.5
+    assert expert_action(observe(speed=6.0, stop_sign_distance_m=8.0), CONFIG)[0] < 0.0
+
+
+def test_stops_at_the_end_of_the_route():
+    assert expert_action(observe(speed=6.0, remaining_route_m=3.0), CONFIG)[0] < 0.0
+
+
+def test_world_to_ego_uses_carla_frame():
+    # Heading south (yaw 90 deg in CARLA's y-south frame): a point further south is ahead,
+    # a point to the west (smaller x) is on the right.
+    ego_xy = np.array([10.0, 10.0])
+    points = np.array([[10.0, 15.0], [7.0, 10.0]])
+    np.testing.assert_allclose(world_to_ego(points, ego_xy, 90.0), [[5.0, 0.0], [0.0, 3.0]], atol=1e-9)
+
+
+def test_observation_json_round_trip_and_errors():
+    observation = observe(speed=3.0, leader_gap_m=10.0, leader_speed_mps=2.0, remaining_route_m=50.0)
+    assert ExpertObservation.from_dict(observation.to_dict()) == observation
+    infinite = observe()
+    assert ExpertObservation.from_dict(infinite.to_dict()) == infinite
+    with pytest.raises(ValueError, match="unknown fields"):
+        ExpertObservation.from_dict({**observation.to_dict(), "sped": 1.0})
+    with pytest.raises(ValueError, match="speed_mps"):
+        ExpertObservation.from_dict({**observation.to_dict(), "speed_mps": "fast"})
+    with pytest.raises(ValueError, match="route_ego"):
+        ExpertObservation.from_dict({**observation.to_dict(), "route_ego": [[1.0]]})
+
+
+# --- the whole driver on hand-built snapshots (found_rl.testing's straight road) ---------
+
+from found_rl import testing  # noqa: E402
+from found_rl.expert import ExpertDriver  # noqa: E402
+from found_rl.sim.snapshot import LightState  # noqa: E402
+
+LANE_Y = testing.EAST_LANE_Y
+
+
+def drive(snapshot) -> np.ndarray:
+    return ExpertDriver().act(snapshot)
+
+
+def test_driver_accelerates_on_a_free_road():
+    acc, steer = drive(testing.snapshot(0, (5.0, LANE_Y), speed_mps=2.0))
+    assert acc > 0.3 and abs(steer) < 0.02
+
+
+@pytest.mark.parametrize(("ego_y", "sign"), [(LANE_Y - 1.0, 1.0), (LANE_Y + 1.0, -1.0)])
+def test_driver_steers_back_toward_the_route(ego_y, sign):
+    # CARLA frame: y south. Left of the route (smaller y) -> steer right (positive).
+    _, steer = drive(testing.snapshot(0, (5.0, ego_y), speed_mps=5.0))
+    assert sign * steer > 0.05
+
+
+def test_driver_stops_for_a_red_light_and_goes_on_green():
+    red = testing.snapshot(0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.RED))
+    green = testing.snapshot(0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.GREEN))
+    assert drive(red)[0] < 0.0
+    assert drive(green)[0] > 0.0
+
+
+def test_driver_brakes_behind_a_stopped_leader():
+    leader = testing.boxes([(20.0, LANE_Y)])
+    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=6.0, vehicles=leader))[0] < -0.5
+
+
+def test_driver_ignores_oncoming_traffic_in_the_other_lane():
+    oncoming = testing.boxes([(20.0, -LANE_Y)], yaw_deg=[180.0], velocity_xy=[(-6.0, 0.0)])
+    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=oncoming))[0] > 0.0
+
+
+def test_driver_stops_for_a_walker_crossing_ahead():
+    walker = testing.boxes([(17.0, LANE_Y)], half_extent=(0.3, 0.3), velocity_xy=[(0.0, -1.0)])
+    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, walkers=walker))[0] < -0.5
+
+
+def test_driver_stops_at_a_stop_sign_once_then_goes():
+    sign = testing.stop_line(20.0, LightState.RED, light_id="stop0")
+    driver = ExpertDriver()
+    approaching = testing.snapshot(0, (12.0, LANE_Y), speed_mps=5.0, stop_signs=sign)
+    assert driver.act(approaching)[0] < 0.0
+    stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign)
+    driver.act(stopped)  # the stop is served here
+    assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign))[0] > 0.0
+
+
+def test_expert_advisor_answers_like_the_driver():
+    from vlm_server.backends.base import AdviseItem
+
+    from found_rl.advisors import ExpertAdvisor
+
+    driver = ExpertDriver()
+    snapshot = testing.snapshot(0, (8.0, LANE_Y - 0.5), speed_mps=4.0, vehicles=testing.boxes([(25.0, LANE_Y)]))
+    action = driver.act(snapshot)
+    state = driver.last_observation.to_dict()
+    advisor = ExpertAdvisor()
+    advisor.load()
+    good, missing, bad = advisor.advise_batch([
+        AdviseItem("a", None, 4, 4.0, state),
+        AdviseItem("b", None, 4, 4.0, None),
+        AdviseItem("c", None, 4, 4.0, {**state, "speed_mps": None}),
+    ])
+    np.testing.assert_allclose(good.action, action, atol=1e-6)
+    assert missing.action is None and "state" in missing.error
+    assert bad.action is None and "speed_mps" in bad.error
+    with pytest.raises(ValueError, match="unknown options"):
+        ExpertAdvisor(cruise_sped=3.0)

@@ -1,0 +1,238 @@
+"""Every infraction rule on a scripted scene whose answer is known by hand.
+
+The road is straight (``found_rl.testing``): the ego drives east in the lane at y = +1.75;
+the road spans y in [-3.5, 3.5]; the ego box is 4.8 m x 2.0 m.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+import shapely
+
+from found_rl.events import InfractionKind
+from found_rl.infractions import (
+    InfractionConfig,
+    InfractionMonitor,
+    InfractionReport,
+    box_corners,
+    ego_corners,
+    boxes_overlap,
+    segments_cross,
+)
+from found_rl.route_progress import RouteTracker
+from found_rl.sim.snapshot import ActorBoxes, LightState, WorldSnapshot
+from found_rl.testing import EAST_LANE_Y, boxes, snapshot, stop_line
+
+Y = EAST_LANE_Y
+
+
+def drive(scenes: Sequence[WorldSnapshot], config: InfractionConfig | None = None) -> list[InfractionReport]:
+    """Run the monitor over ``scenes`` (the first is the reset); one report per later scene."""
+    monitor = InfractionMonitor(config)
+    tracker = RouteTracker(scenes[0].route, scenes[0].ego.xy, scenes[0].ego.yaw_deg)
+    monitor.reset(scenes[0])
+    reports = []
+    for scene in scenes[1:]:
+        reports.append(monitor.step(scene, tracker.update(scene.ego.xy, scene.ego.yaw_deg)))
+    return reports
+
+
+def kinds(report: InfractionReport) -> list[InfractionKind]:
+    return [i.kind for i in report.infractions]
+
+
+# ------------------------------------------------------------------------------- geometry
+
+
+def test_box_corners_of_a_car_heading_south():
+    corners = box_corners(np.array([[0.0, 0.0]]), np.array([90.0]), np.array([[2.0, 1.0]]))[0]
+    # Heading south (+y): front-left is east (+x) of the nose in CARLA's left-handed frame.
+    np.testing.assert_allclose(corners, [[1, 2], [-1, 2], [-1, -2], [1, -2]], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "xy, yaw_deg, overlaps",
+    [
+        ((4.7, 0.0), 0.0, True),  # nose to tail, 0.1 m overlap
+        ((4.9, 0.0), 0.0, False),  # 0.1 m apart
+        ((0.0, 1.9), 0.0, True),  # side by side, 0.1 m overlap
+        # A box at -45 deg whose long side faces the ego's front-right corner (2.4, 1.0) from
+        # 1.1 m / 0.9 m along the diagonal: only the other box's own axis separates them.
+        ((2.4 + 1.1 / 2**0.5, 1.0 + 1.1 / 2**0.5), -45.0, False),
+        ((2.4 + 0.9 / 2**0.5, 1.0 + 0.9 / 2**0.5), -45.0, True),
+        ((0.0, 0.0), 90.0, True),  # crossing at the centre
+    ],
+)
+def test_oriented_box_overlap(xy, yaw_deg, overlaps):
+    other = boxes([xy], [yaw_deg], half_extent=(2.4, 1.0))
+    result = boxes_overlap(np.zeros(2), 0.0, np.array([2.4, 1.0]), other)
+    assert result.tolist() == [overlaps]
+
+
+@pytest.mark.parametrize("x_m, overlaps", [(16.0, True), (17.5, False)])
+def test_long_boxes_far_away_are_still_checked(x_m, overlaps):
+    # A 30 m trailer whose centre is beyond the usual quick-reject reach.
+    other = boxes([(x_m, 0.0)], half_extent=(15.0, 1.3))
+    result = boxes_overlap(np.zeros(2), 0.0, np.array([2.4, 1.0]), other)
+    assert result.tolist() == [overlaps]
+
+
+def test_box_overlap_agrees_with_shapely_polygons():
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(-6.0, 6.0, size=(500, 2))
+    yaws = rng.uniform(-180.0, 180.0, size=500)
+    half = rng.uniform(0.2, 2.5, size=(500, 2))
+    others = ActorBoxes(tuple(map(str, range(500))), centres, yaws, half, np.zeros((500, 2)))
+    ego_half = np.array([2.4, 1.0])
+    ego = shapely.Polygon(box_corners(np.zeros((1, 2)), np.zeros(1), ego_half[None])[0])
+    polygons = [shapely.Polygon(c) for c in box_corners(centres, yaws, half)]
+    expected = [ego.intersection(p).area > 1e-9 for p in polygons]
+    assert boxes_overlap(np.zeros(2), 0.0, ego_half, others).tolist() == expected
+
+
+def test_ego_corners_match_box_corners():
+    scene = snapshot(0, (3.0, -2.0), yaw_deg=33.0)
+    expected = box_corners(scene.ego.xy[None], np.array([33.0]), scene.ego.half_extent[None])[0]
+    np.testing.assert_allclose(ego_corners(scene.ego), expected)
+
+
+def test_segments_cross_counts_touching_but_not_near_misses():
+    lines = np.array([[[1.0, -1.0], [1.0, 1.0]], [[1.0, 2.0], [1.0, 3.0]], [[2.0, -1.0], [2.0, 1.0]]])
+    assert segments_cross(np.array([0.0, 0.0]), np.array([1.0, 0.0]), lines).tolist() == [True, False, False]
+
+
+# ----------------------------------------------------------------------------- collisions
+
+
+def test_vehicle_driving_into_the_ego_is_one_collision():
+    scenes = [
+        snapshot(step, (10.0, Y), vehicles=boxes([(x, Y)], [180.0], velocity_xy=[(-5.0, 0.0)], prefix="car"))
+        for step, x in enumerate([20.0, 15.0, 14.7, 14.5, 14.3])
+    ]
+    reports = drive(scenes)
+    assert [kinds(r) for r in reports] == [[], [InfractionKind.COLLISION_VEHICLE], [], []]
+    assert reports[1].infractions[0].actor_id == "car0"
+    assert reports[1].is_terminal
+
+
+def test_walker_collision_is_a_pedestrian_collision():
+    walker = boxes([(13.0, Y)], half_extent=(0.3, 0.3), prefix="ped")
+    scenes = [snapshot(0, (10.0, Y), speed_mps=3.0), snapshot(1, (10.3, Y), speed_mps=3.0, walkers=walker)]
+    (report,) = drive(scenes)
+    assert kinds(report) == [InfractionKind.COLLISION_PEDESTRIAN]
+    assert report.infractions[0].speed_mps == pytest.approx(3.0)
+
+
+# ----------------------------------------------------------------------- lights and signs
+
+
+@pytest.mark.parametrize(
+    "state, expected",
+    [(LightState.RED, [InfractionKind.RED_LIGHT]), (LightState.YELLOW, []), (LightState.GREEN, [])],
+)
+def test_crossing_a_stop_line(state, expected):
+    # Front bumper at 49.6 then 50.4: it crosses the line at x = 50.
+    light = stop_line(50.0, state)
+    scenes = [snapshot(0, (47.2, Y), traffic_lights=light), snapshot(1, (48.0, Y), speed_mps=8, traffic_lights=light)]
+    (report,) = drive(scenes)
+    assert kinds(report) == expected
+
+
+def test_stopping_before_a_red_line_is_no_infraction():
+    light = stop_line(50.0, LightState.RED)
+    scenes = [snapshot(i, (47.0 + 0.1 * min(i, 4), Y), traffic_lights=light) for i in range(10)]
+    assert all(not r.infractions for r in drive(scenes))
+
+
+def test_crossing_a_red_line_against_its_lane_is_not_a_red_light():
+    # Driving west (wrong way) through the east lane's stop line.
+    light = stop_line(50.0, LightState.RED)
+    scenes = [
+        snapshot(0, (53.0, Y), yaw_deg=180.0, traffic_lights=light),
+        snapshot(1, (52.0, Y), yaw_deg=180.0, traffic_lights=light),
+    ]
+    (report,) = drive(scenes)
+    assert InfractionKind.RED_LIGHT not in kinds(report)
+
+
+def test_stop_sign_needs_a_stop_in_the_zone():
+    sign = stop_line(50.0, LightState.RED, light_id="stop0")
+    # Roll through: no stop.
+    rolling = [snapshot(i, (45.0 + i, Y), speed_mps=10.0, stop_signs=sign) for i in range(5)]
+    assert [k for r in drive(rolling) for k in kinds(r)] == [InfractionKind.STOP_SIGN]
+    # Stop 1 m before the line (front at 49.0), then go.
+    xs = [44.0, 45.0, 46.0, 46.6, 46.6, 47.0, 48.0, 49.0]
+    stopping = [
+        snapshot(i, (x, Y), speed_mps=0.0 if 3 <= i <= 4 else 5.0, stop_signs=sign) for i, x in enumerate(xs)
+    ]
+    assert all(not r.infractions for r in drive(stopping))
+
+
+# ------------------------------------------------------------------------- road and route
+
+
+def test_leaving_the_road_polygon_is_a_layout_infraction_once():
+    # Drift south; the ego's right side (y + 1.0) passes the road edge at y = 3.5.
+    ys = [Y, 2.5, 2.7, 3.0, 3.2, 2.0, 3.2]
+    scenes = [snapshot(i, (10.0 + i, y), speed_mps=5.0) for i, y in enumerate(ys)]
+    reports = drive(scenes)
+    # Corner 3.7 (0.2 out: tolerated), 4.0 (0.5 out), 4.2, back on road, out again.
+    assert [r.is_offroad for r in reports] == [False, False, True, True, False, True]
+    assert [len(r.infractions) for r in reports] == [0, 0, 1, 0, 0, 1]
+    assert kinds(reports[2]) == [InfractionKind.COLLISION_LAYOUT]
+
+
+def test_ninety_seconds_standing_is_blocked():
+    scenes = [snapshot(i, (10.0, Y)) for i in range(902)]
+    reports = drive(scenes)
+    blocked_steps = [r.infractions[0].step for r in reports if r.infractions]
+    assert blocked_steps == [900]
+    assert reports[898].standing_s == pytest.approx(89.9)
+
+
+def test_creeping_resets_the_blocked_timer():
+    scenes = [snapshot(i, (10.0, Y), speed_mps=0.5 if i == 500 else 0.0) for i in range(1000)]
+    assert not any(r.infractions for r in drive(scenes))
+
+
+def test_driving_far_off_route_is_a_deviation():
+    ys = [Y, -10.0, -25.0, -31.0, -40.0]
+    scenes = [snapshot(i, (10.0, y), yaw_deg=-90.0, speed_mps=5.0, lane_id=None) for i, y in enumerate(ys)]
+    reports = drive(scenes)
+    deviations = [i for i, r in enumerate(reports) if InfractionKind.ROUTE_DEVIATION in kinds(r)]
+    assert deviations == [2]
+
+
+def test_completing_the_route_terminates():
+    scenes = [snapshot(i, (x, Y), speed_mps=5.0) for i, x in enumerate(np.arange(0.0, 100.1, 2.0))]
+    reports = drive(scenes)
+    assert reports[-1].route_completed and reports[-1].is_terminal
+    assert not reports[-2].route_completed  # 98 m of 100 m: below 99 %
+    assert not any(r.infractions for r in reports)
+
+
+def test_distance_in_the_oncoming_lane_counts_as_outside_route_lanes():
+    ys = [Y, Y, -Y, -Y, -Y, Y]
+    lanes = ["east", "east", "west", "west", "west", "east"]
+    scenes = [snapshot(i, (10.0 + 2 * i, y), lane_id=lane) for i, (y, lane) in enumerate(zip(ys, lanes))]
+    reports = drive(scenes)
+    assert [r.is_outside_route_lanes for r in reports] == [False, True, True, True, False]
+    # Steps into, along and along the west lane: hypot(2, 3.5) + 2 + 2.
+    assert reports[-1].outside_lane_m == pytest.approx(np.hypot(2.0, 3.5) + 4.0)
+    assert not any(r.infractions for r in reports)
+
+
+def test_step_before_reset_is_an_error():
+    scene = snapshot(0, (0.0, Y))
+    tracker = RouteTracker(scene.route, scene.ego.xy, 0.0)
+    with pytest.raises(RuntimeError, match="reset"):
+        InfractionMonitor().step(scene, tracker.progress)
+
+
+def test_spawning_with_a_corner_off_the_road_is_no_infraction():
+    # The road ends at x = -20: the ego's rear hangs 1.4 m over its end at reset.
+    scenes = [snapshot(i, (-19.0 + 0.5 * i, Y), speed_mps=5.0) for i in range(6)]
+    reports = drive(scenes)
+    assert not any(r.infractions for r in reports)
+    assert [r.is_offroad for r in reports] == [True, True, False, False, False]

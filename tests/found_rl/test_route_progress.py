@@ -1,0 +1,89 @@
+"""Route tracking on a straight route and an L-shaped one, checked against hand geometry."""
+
+import math
+
+import numpy as np
+import pytest
+
+from found_rl.actions import RoadOption
+from found_rl.route_progress import RouteTracker, wrap_angle_rad
+from found_rl.sim.snapshot import Route
+from found_rl.testing import EAST_LANE_Y, straight_route
+
+
+def l_route() -> Route:
+    """East 50 m from the origin, then south (CARLA +y) 50 m: a right turn at (50, 0)."""
+    east = np.stack([np.arange(0.0, 51.0), np.zeros(51)], axis=1)
+    south = np.stack([np.full(50, 50.0), np.arange(1.0, 51.0)], axis=1)
+    xy = np.concatenate([east, south])
+    yaw = np.concatenate([np.zeros(51), np.full(50, 90.0)])
+    commands = np.full(len(xy), int(RoadOption.LANEFOLLOW), dtype=np.int8)
+    return Route("L", xy, yaw, commands, ("a",) * len(xy), 100.0)
+
+
+def test_driving_along_the_route_completes_it_and_counts_distance():
+    route = straight_route(100.0)
+    tracker = RouteTracker(route, np.array([0.0, EAST_LANE_Y]), 0.0)
+    for x in np.arange(0.5, 100.01, 0.5):
+        progress = tracker.update(np.array([x, EAST_LANE_Y]), 0.0)
+    assert progress.completion == pytest.approx(1.0)
+    assert progress.distance_driven_m == pytest.approx(100.0)
+    assert progress.lateral_m == pytest.approx(0.0)
+
+
+def test_progress_is_continuous_between_waypoints():
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    first = tracker.update(np.array([10.25, EAST_LANE_Y + 0.5]), 0.0)
+    second = tracker.update(np.array([10.75, EAST_LANE_Y + 0.5]), 0.0)
+    assert first.progress_m == pytest.approx(10.25)
+    assert second.completion_delta == pytest.approx(0.005)
+    assert second.lateral_m == pytest.approx(0.5)
+
+
+def test_progress_never_goes_back_when_reversing():
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    tracker.update(np.array([20.0, EAST_LANE_Y]), 0.0)
+    back = tracker.update(np.array([18.0, EAST_LANE_Y]), 0.0)
+    assert back.progress_m == pytest.approx(20.0)
+    assert back.completion_delta == 0.0
+    assert back.distance_driven_m == pytest.approx(22.0)
+
+
+def test_heading_error_and_lateral_after_the_turn():
+    tracker = RouteTracker(l_route(), np.array([0.0, 0.0]), 0.0)
+    for x in range(1, 50):
+        tracker.update(np.array([float(x), 0.0]), 0.0)
+    # 1 m right of the southbound leg (west of it in CARLA's frame: driver's right is -x
+    # when heading south), heading 30 deg off.
+    progress = tracker.update(np.array([49.0, 10.0]), 120.0)
+    assert progress.lateral_m == pytest.approx(1.0)
+    assert progress.heading_error_rad == pytest.approx(math.radians(30.0))
+    assert progress.progress_m == pytest.approx(60.0)
+
+
+def test_far_off_route_deviation_distance():
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    progress = tracker.update(np.array([5.0, EAST_LANE_Y + 35.0]), 90.0)
+    assert progress.deviation_m == pytest.approx(35.0)
+
+
+def test_loop_route_does_not_jump_ahead():
+    # An out-and-back route: waypoint 10 and waypoint 30 are both at x = 10.
+    out = np.stack([np.arange(0.0, 21.0), np.zeros(21)], axis=1)
+    back = np.stack([np.arange(19.0, -1.0, -1.0), np.full(20, 0.5)], axis=1)
+    xy = np.concatenate([out, back])
+    route = Route("loop", xy, np.zeros(len(xy)), np.full(len(xy), 4, np.int8), ("a",) * len(xy), 40.5)
+    tracker = RouteTracker(route, np.array([0.0, 0.0]), 0.0)
+    progress = tracker.update(np.array([10.0, 0.3]), 0.0)
+    assert progress.progress_m == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("angle, wrapped", [(0.0, 0.0), (3 * math.pi / 2, -math.pi / 2), (-3.0, -3.0)])
+def test_wrap_angle(angle, wrapped):
+    assert wrap_angle_rad(angle) == pytest.approx(wrapped)
+
+
+def test_route_needs_two_waypoints():
+    route = Route("short", np.zeros((1, 2)), np.zeros(1), np.zeros(1, np.int8), ("a",), 0.0)
+    with pytest.raises(ValueError, match="short"):
+        RouteTracker(route, np.zeros(2), 0.0)

@@ -1,0 +1,193 @@
+"""Every malformed or hostile request gets a clear 4xx, and the server keeps serving."""
+
+import asyncio
+import base64
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.vlm_server.conftest import rgb, server_config
+from vlm_server.app import create_app
+from vlm_server.backends.fixed_cost import FixedCostScorer
+from vlm_server.images import encode_image
+
+GOOD = {"id": "ok", "command": 4, "speed_mps": 1.0}
+
+
+def png_b64(array: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def raw_image(**changes) -> dict:
+    return {**encode_image(rgb()), **changes}
+
+
+@pytest.fixture
+async def client(aiohttp_client):
+    config = server_config(max_body_bytes=64 * 1024, max_items_per_request=16, max_image_side=64,
+                           body_read_timeout_ms=300)
+    clip = FixedCostScorer(base_ms=0)
+    clip.image_hw = (8, 8)
+    client = await aiohttp_client(create_app(config, clip_backend=clip))
+    while (await client.get("/readyz")).status != 200:
+        await asyncio.sleep(0.01)
+    yield client
+    # whatever happened, the server still answers a good request
+    response = await client.post("/v1/advise", json=GOOD)
+    assert response.status == 200 and (await response.json())["ok"] is True
+
+
+async def post_raw(client, body: str | bytes, content_type: str = "application/json", path: str = "/v1/advise"):
+    return await client.post(path, data=body, headers={"Content-Type": content_type})
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"id": "a", "command": 4,', "body"),
+        ('{"id": "a", "command": 4, "speed_mps": NaN}', "body"),
+        ('{"id": "a", "command": 4, "speed_mps": Infinity}', "body"),
+        ('{"id": "a", "command": 4, "speed_mps": 1e999}', "speed_mps"),
+        ('{"id": "a", "command": 4, "speed_mps": "fast"}', "speed_mps"),
+        ('{"id": "a", "command": 0, "speed_mps": 1.0}', "command"),
+        ('{"id": "a", "command": 7, "speed_mps": 1.0}', "command"),
+        ('{"id": "a", "command": "4", "speed_mps": 1.0}', "command"),
+        ('{"id": "a", "command": 4.5, "speed_mps": 1.0}', "command"),
+        ('{"id": "", "command": 4, "speed_mps": 1.0}', "id"),
+        ('{"command": 4, "speed_mps": 1.0}', "id"),
+        ('{"id": "a", "command": 4, "speed_mps": 1.0, "sped": 2}', "sped"),
+        ('{"items": []}', "items"),
+        ('{"items": [{"id": "a", "command": 4, "speed_mps": 1.0}, {"id": "b", "command": 4}]}', "items[1].speed_mps"),
+        ("[1, 2, 3]", "body"),
+        ('"hello"', "body"),
+        (b"\xff\xfe\x00garbage", "body"),
+    ],
+)
+async def test_bad_json_is_400_naming_the_field(client, body, field):
+    response = await post_raw(client, body)
+    assert response.status == 400
+    reply = await response.json()
+    assert reply["field"] == field, reply
+    assert "Traceback" not in json.dumps(reply)
+
+
+@pytest.mark.parametrize(
+    ("image", "message"),
+    [
+        (raw_image(data=raw_image()["data"][:-8]), "truncated"),
+        (raw_image(data="!!!!" + raw_image()["data"][4:]), "base64"),
+        (raw_image(dtype="float32"), "uint8"),
+        (raw_image(shape=[8, 8, 4]), "[H, W, 3]"),
+        (raw_image(shape=[4, 8, 3]), "needs"),
+        ({"format": "raw", "data": raw_image()["data"]}, "shape"),
+        ({"format": "png", "data": png_b64(rgb())[:120]}, "PNG"),
+        ({"format": "png", "data": png_b64(np.zeros((8, 8, 4), np.uint8))}, "RGBA"),
+        ({"format": "png", "data": png_b64(np.zeros((8, 8), np.uint16))}, "8-bit RGB"),
+        ({"format": "png", "data": png_b64(rgb(80, 8))}, "1..64"),
+        ({"format": "jpeg", "data": "AAAA"}, "format"),
+        (encode_image(rgb(72, 8)), "1..64"),
+    ],
+)
+async def test_bad_images_are_400(client, image, message):
+    response = await client.post("/v1/advise", json={**GOOD, "image": image})
+    assert response.status == 400
+    reply = await response.json()
+    assert reply["field"].startswith("image")
+    assert message in reply["error"], reply
+
+
+async def test_image_of_the_wrong_size_for_the_backend_is_400(client):
+    body = {**GOOD, "image": encode_image(rgb(16, 16)), "action": [0.1, 0.0]}
+    response = await client.post("/v1/clip/score", json=body)
+    assert response.status == 400
+    assert "expects 8x8" in (await response.json())["error"]
+    body["image"] = encode_image(rgb(8, 8), "png")
+    assert (await client.post("/v1/clip/score", json=body)).status == 200
+
+
+@pytest.mark.parametrize("action", [[0.1], [0.1, 0.2, 0.3], [1.5, 0.0], [0.0, -1.01], ["a", 0.0]])
+async def test_bad_clip_actions_are_400(client, action):
+    body = {**GOOD, "image": encode_image(rgb()), "action": action}
+    response = await client.post("/v1/clip/score", json=body)
+    assert response.status == 400
+    assert (await response.json())["field"].startswith("action")
+
+
+async def test_wrong_content_type_is_415(client):
+    response = await post_raw(client, json.dumps(GOOD), content_type="text/plain")
+    assert response.status == 415
+    assert "application/json" in (await response.json())["error"]
+
+
+async def test_oversized_body_is_413(client):
+    response = await client.post("/v1/advise", json={**GOOD, "state": {"pad": "x" * 100_000}})
+    assert response.status == 413
+
+
+async def test_oversized_chunked_body_is_413(client):
+    async def chunks():
+        yield b'{"id": "a", "state": {"pad": "'
+        for _ in range(20):
+            yield b"x" * 10_000
+        yield b'"}}'
+
+    response = await client.post("/v1/advise", data=chunks(), headers={"Content-Type": "application/json"})
+    assert response.status == 413
+
+
+async def test_too_many_items_is_413(client):
+    response = await client.post("/v1/advise", json={"items": [GOOD] * 17})
+    assert response.status == 413 and (await response.json())["field"] == "items"
+
+
+async def test_wrong_method_and_unknown_path_are_json_4xx(client):
+    response = await client.get("/v1/advise")
+    assert response.status == 405 and "error" in await response.json()
+    response = await client.post("/v2/nothing", json=GOOD)
+    assert response.status == 404 and "error" in await response.json()
+
+
+async def test_slow_client_gets_408_and_others_are_served_meanwhile(client):
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    body = json.dumps(GOOD).encode()
+    writer.write(
+        b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body[:5]
+    )
+    await writer.drain()
+    assert (await client.post("/v1/advise", json=GOOD)).status == 200  # not blocked by the slow one
+    status_line = await asyncio.wait_for(reader.readline(), timeout=5.0)
+    assert b" 408 " in status_line
+    writer.close()
+
+
+async def test_client_disconnecting_mid_body_and_mid_request_does_not_hurt(client):
+    # 1. gone halfway through the body
+    _, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    writer.write(b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"id")
+    await writer.drain()
+    writer.close()
+    # 2. gone while its item is queued/being computed
+    _, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    body = json.dumps({"items": [GOOD] * 8}).encode()
+    writer.write(
+        b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    )
+    await writer.drain()
+    writer.close()
+    await asyncio.sleep(0.1)
+    responses = await asyncio.gather(*(client.post("/v1/advise", json={**GOOD, "id": str(i)}) for i in range(10)))
+    assert [r.status for r in responses] == [200] * 10
+    assert (await client.get("/healthz")).status == 200
+
+
+async def test_bad_deadline_header_is_400(client):
+    response = await client.post("/v1/advise", json=GOOD, headers={"X-Deadline-Ms": "soon"})
+    assert response.status == 400

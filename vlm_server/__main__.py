@@ -1,0 +1,23 @@
+"""``python -m vlm_server``: run the advisor server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from vlm_server.cli import add_arguments, serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vlm_server", description="VLM/CLIP advisor server")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"vlm_server: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Hugging Face VLM advisor: batched greedy generation with ``AutoModelForImageTextToText``.
+
+Prompts are left-padded (decoder-only batching needs it: with right padding the shorter
+prompts would continue from pad tokens). Only the new tokens are decoded and parsed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from vlm_server.answers import build_prompt, parse_answer
+from vlm_server.backends.base import AdviseItem, AdviseResult
+
+logger = logging.getLogger(__name__)
+
+
+class HuggingFaceAdvisor:
+    """Action advice from a local image-text-to-text checkpoint.
+
+    Args:
+        model_path: local directory or hub id of the checkpoint (weights must be present
+            locally when the machine is offline).
+        device: torch device string.
+        dtype: ``"auto"``, ``"float16"``, ``"bfloat16"`` or ``"float32"``.
+        max_new_tokens: generation budget; the JSON answer needs about 25 tokens.
+        trust_remote_code: needed by some checkpoints (e.g. InternVL).
+        processor, model: already-built objects (tests, notebooks); skip loading.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        device: str = "cpu",
+        dtype: str = "auto",
+        max_new_tokens: int = 32,
+        trust_remote_code: bool = False,
+        processor: Any = None,
+        model: Any = None,
+    ) -> None:
+        if model_path is None and (processor is None or model is None):
+            raise ValueError("HuggingFaceAdvisor needs model_path, or both processor and model")
+        if dtype not in ("auto", "float16", "bfloat16", "float32"):
+            raise ValueError(f"dtype must be auto, float16, bfloat16 or float32, got {dtype!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.model_path = model_path
+        self.device = device
+        self.dtype = dtype
+        self.max_new_tokens = max_new_tokens
+        self.trust_remote_code = trust_remote_code
+        self.processor = processor
+        self.model = model
+        self.parse_failures = 0
+
+    def load(self) -> None:
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        if self.processor is None:
+            self.processor = AutoProcessor.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
+        if self.model is None:
+            dtype = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
+            self.model = AutoModelForImageTextToText.from_pretrained(
+                self.model_path, dtype=dtype, trust_remote_code=self.trust_remote_code
+            ).to(self.device)
+        self.model.eval()
+        tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        tokenizer.padding_side = "left"
+
+    def advise_batch(self, items: list[AdviseItem]) -> list[AdviseResult]:
+        import torch
+
+        results: list[AdviseResult | None] = [None] * len(items)
+        usable = [i for i, item in enumerate(items) if item.image is not None]
+        for i in set(range(len(items))) - set(usable):
+            results[i] = AdviseResult(None, error="this advisor needs an image")
+        if usable:
+            texts = [
+                self.processor.apply_chat_template(
+                    [{"role": "user", "content": [
+                        {"type": "image"},
+                        {"type": "text", "text": build_prompt(items[i].command, items[i].speed_mps, items[i].state)},
+                    ]}],
+                    add_generation_prompt=True,
+                    tokenize=False,
+                )
+                for i in usable
+            ]
+            images = [Image.fromarray(np.asarray(items[i].image)) for i in usable]
+            inputs = self.processor(text=texts, images=images, return_tensors="pt", padding=True).to(self.device)
+            with torch.inference_mode():
+                output = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
+            new_tokens = output[:, inputs["input_ids"].shape[1] :]
+            answers = self.processor.batch_decode(new_tokens, skip_special_tokens=True)
+            for i, answer in zip(usable, answers):
+                parsed = parse_answer(answer)
+                if parsed.action is None:
+                    self.parse_failures += 1
+                results[i] = AdviseResult(parsed.action, text=answer, error=parsed.error)
+        return results  # type: ignore[return-value]

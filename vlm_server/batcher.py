@@ -1,0 +1,195 @@
+"""Dynamic batcher: groups queued items into model calls by size or by the oldest item's age.
+
+A batch is flushed as soon as ``max_batch_size`` items are queued **or** ``max_wait_ms`` has
+passed since the oldest queued item arrived, whichever is first. Batches run through an async
+``run_batch`` callable (the server wraps sync backends in an executor thread), at most
+``max_concurrent_batches`` at a time; while they run, new items keep queueing. The queue is
+bounded: ``submit`` raises ``QueueFullError`` instead of letting latency grow without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from vlm_server.config import BatchingConfig
+from vlm_server.metrics import ServerMetrics
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+logger = logging.getLogger(__name__)
+
+
+class QueueFullError(Exception):
+    """The batcher's queue cannot take the request; retry after ``retry_after_s``."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ShuttingDownError(Exception):
+    """The batcher is draining and accepts no new items."""
+
+
+class BackendError(Exception):
+    """The backend raised while running a batch; the message is safe to show to clients."""
+
+
+class Completed(NamedTuple, Generic[ResultT]):
+    """A finished item: the backend's result and where its time went (seconds)."""
+
+    result: ResultT
+    queue_s: float
+    model_s: float
+    batch_size: int
+
+
+@dataclass
+class _Pending:
+    item: Any
+    future: asyncio.Future
+    enqueued_s: float
+
+
+class DynamicBatcher(Generic[ItemT, ResultT]):
+    """Per-backend queue plus one worker task that forms and dispatches batches."""
+
+    def __init__(
+        self,
+        name: str,
+        run_batch: Callable[[list[ItemT]], Awaitable[Sequence[ResultT]]],
+        config: BatchingConfig,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
+        self.name = name
+        self._run_batch = run_batch
+        self._config = config
+        self._metrics = metrics
+        self._queue: deque[_Pending] = deque()
+        self._nonempty = asyncio.Event()
+        self._full = asyncio.Event()
+        self._slots = asyncio.Semaphore(config.max_concurrent_batches)
+        self._running: set[asyncio.Task] = set()
+        self._worker: asyncio.Task | None = None
+        self._is_closing = False
+        self._mean_batch_s = config.max_wait_ms / 1000.0 + 0.01
+
+    @property
+    def depth(self) -> int:
+        """Items queued and not yet dispatched."""
+        return len(self._queue)
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher-{self.name}")
+
+    def submit(self, items: Sequence[ItemT]) -> list[asyncio.Future]:
+        """Queue all ``items`` (all or none) and return one future per item.
+
+        Each future resolves to a ``Completed`` or raises ``BackendError``. Cancelling a
+        future (deadline, client gone) drops the item if it has not been dispatched yet.
+        """
+        if self._is_closing:
+            raise ShuttingDownError(f"{self.name} is shutting down")
+        if len(self._queue) + len(items) > self._config.max_queue_size:
+            batches_ahead = len(self._queue) / self._config.max_batch_size + 1
+            raise QueueFullError(
+                f"{self.name} queue is full ({len(self._queue)}/{self._config.max_queue_size} items)",
+                retry_after_s=batches_ahead * self._mean_batch_s,
+            )
+        loop = asyncio.get_running_loop()
+        now = time.perf_counter()
+        futures = []
+        for item in items:
+            future = loop.create_future()
+            self._queue.append(_Pending(item, future, now))
+            futures.append(future)
+        self._nonempty.set()
+        if len(self._queue) >= self._config.max_batch_size:
+            self._full.set()
+        self._report_depth()
+        return futures
+
+    async def close(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting items, finish everything queued or running, then stop the worker."""
+        self._is_closing = True
+        self._full.set()
+        deadline = time.perf_counter() + timeout_s
+        while (self._queue or self._running) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.005)
+        for pending in self._queue:
+            if not pending.future.done():
+                pending.future.set_exception(ShuttingDownError(f"{self.name} shut down"))
+        self._queue.clear()
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _work(self) -> None:
+        max_batch = self._config.max_batch_size
+        max_wait_s = self._config.max_wait_ms / 1000.0
+        while True:
+            await self._nonempty.wait()
+            remaining_s = self._queue[0].enqueued_s + max_wait_s - time.perf_counter()
+            if len(self._queue) < max_batch and remaining_s > 0 and not self._is_closing:
+                self._full.clear()
+                try:
+                    await asyncio.wait_for(self._full.wait(), timeout=remaining_s)
+                except TimeoutError:
+                    pass
+            await self._slots.acquire()
+            batch: list[_Pending] = []
+            while self._queue and len(batch) < max_batch:
+                pending = self._queue.popleft()
+                if not pending.future.done():  # skip items whose caller gave up
+                    batch.append(pending)
+            if not self._queue:
+                self._nonempty.clear()
+            self._report_depth()
+            if not batch:
+                self._slots.release()
+                continue
+            task = asyncio.get_running_loop().create_task(self._execute(batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _execute(self, batch: list[_Pending]) -> None:
+        started_s = time.perf_counter()
+        try:
+            try:
+                results = list(await self._run_batch([pending.item for pending in batch]))
+                if len(results) != len(batch):
+                    raise RuntimeError(f"returned {len(results)} results for {len(batch)} items")
+                error = None
+            except Exception as exc:  # a backend bug must not take the server down
+                logger.exception("backend %s failed on a batch of %d", self.name, len(batch))
+                results, error = [], BackendError(f"{self.name} backend failed: {type(exc).__name__}")
+            model_s = time.perf_counter() - started_s
+            self._mean_batch_s = 0.9 * self._mean_batch_s + 0.1 * model_s
+            if self._metrics is not None:
+                self._metrics.observe_batch(self.name, len(batch), model_s, error is not None)
+            for index, pending in enumerate(batch):
+                queue_s = started_s - pending.enqueued_s
+                if self._metrics is not None:
+                    self._metrics.queue_wait_seconds.labels(self.name).observe(queue_s)
+                if pending.future.done():
+                    continue
+                if error is not None:
+                    pending.future.set_exception(error)
+                else:
+                    pending.future.set_result(Completed(results[index], queue_s, model_s, len(batch)))
+        finally:
+            self._slots.release()
+
+    def _report_depth(self) -> None:
+        if self._metrics is not None:
+            self._metrics.queue_depth.labels(self.name).set(len(self._queue))
