@@ -68,8 +68,7 @@ class StepBatch:
         worker_died: bool, the clip's worker died during this step (the row is padding).
         clip_index, episode_index, step_index: int64 step ids, −1 for padding.
         extras: per-clip outputs of the policy (e.g. ``values``, ``log_probs``), ``(N, ...)``.
-        infos: per-clip info dicts from the env plus ``"step_id"`` (a :class:`StepId`), empty
-            for padding.
+        infos: per-clip info dicts as the env returned them, empty for padding.
     """
 
     obs: Obs
@@ -136,7 +135,7 @@ class Rollout:
     infos: tuple[tuple[dict[str, Any], ...], ...]
 
     @classmethod
-    def from_steps(cls, steps: list[StepBatch]) -> "Rollout":
+    def from_steps(cls, steps: list[StepBatch]) -> Rollout:
         if not steps:
             raise ValueError("steps: expected at least one StepBatch, got none")
         truncated = np.stack([s.truncated for s in steps])

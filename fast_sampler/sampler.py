@@ -22,7 +22,7 @@ import numpy as np
 
 from fast_sampler.executors.base import EnvFactory, Executor
 from fast_sampler.executors.inprocess import InProcessExecutor
-from fast_sampler.rollout import Rollout, StepBatch, StepId, Transition
+from fast_sampler.rollout import Rollout, StepBatch, Transition
 from fast_sampler.rules import AdaptiveRho, ClipEndRule, check_horizon, check_rho
 from fast_sampler.spaces import Obs, ObsLayout
 
@@ -93,7 +93,9 @@ class LockstepSampler:
         self.horizon = check_horizon(horizon)
         self.end_rule = ClipEndRule(end_rule)
         if adaptive_rho and self.end_rule is not ClipEndRule.CONTINUE_VIRTUALLY:
-            raise ValueError(f"adaptive_rho: only FAST (end_rule=CONTINUE_VIRTUALLY) has a ρ, got end_rule={self.end_rule}")
+            raise ValueError(
+                f"adaptive_rho: only FAST (end_rule=CONTINUE_VIRTUALLY) has a ρ, got end_rule={self.end_rule}"
+            )
         self.executor = env if isinstance(env, Executor) else InProcessExecutor(env)
         self.policy = policy
         self.seed = seed
@@ -146,7 +148,7 @@ class LockstepSampler:
             rewards[clip] = result.reward
             terminated[clip] = result.terminated
             truncated[clip] = result.truncated or (not result.terminated and self._step_index[clip] >= self.horizon)
-            infos[clip] = {**result.info, "step_id": StepId(*(int(i) for i in ids[:, clip]))}
+            infos[clip] = result.info  # untouched: the sampler's ids live in the id arrays
             self._layout.set_row(self._obs, clip, result.obs)
             self._running[clip] = not (terminated[clip] or truncated[clip])
         self._apply_end_rule(truncated, valid)
@@ -199,7 +201,7 @@ class LockstepSampler:
     def close(self) -> None:
         self.executor.close()
 
-    def __enter__(self) -> "LockstepSampler":
+    def __enter__(self) -> LockstepSampler:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -212,12 +214,16 @@ class LockstepSampler:
         actions, extras = output if isinstance(output, tuple) else (output, {})
         actions = _to_numpy(actions)
         if actions.ndim == 0 or actions.shape[0] != self.num_clips:
-            raise ValueError(f"policy: returned actions of shape {actions.shape}, expected a leading dimension of N={self.num_clips}")
+            raise ValueError(
+                f"policy: returned actions of shape {actions.shape}, expected a leading dimension of N={self.num_clips}"
+            )
         converted = {}
         for key, value in dict(extras).items():
             array = _to_numpy(value)
             if array.ndim == 0 or array.shape[0] != self.num_clips:
-                raise ValueError(f"policy: extra {key!r} has shape {array.shape}, expected a leading dimension of N={self.num_clips}")
+                raise ValueError(
+                    f"policy: extra {key!r} has shape {array.shape}, expected a leading dimension of N={self.num_clips}"
+                )
             converted[key] = array
         return actions, converted
 

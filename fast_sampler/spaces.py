@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 # One array or a dict of arrays (a Dict observation); batched versions add leading dimensions.
-Obs = Union[np.ndarray, dict[str, np.ndarray]]
+Obs = np.ndarray | dict[str, np.ndarray]
 
 _ALIGN_BYTES = 64
 _ARRAY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
@@ -68,14 +68,15 @@ class ObsLayout:
     def _arrays(self, obs: Any) -> list[np.ndarray]:
         if self.is_dict:
             if not isinstance(obs, Mapping):
-                raise ValueError(f"observation: expected a dict with keys {[s.key for s in self.specs]}, got {type(obs).__name__}")
+                keys = [spec.key for spec in self.specs]
+                raise ValueError(f"observation: expected a dict with keys {keys}, got {type(obs).__name__}")
             return [np.asarray(obs[spec.key]) for spec in self.specs]
         return [np.asarray(obs)]
 
     def set_row(self, batch: Obs, index: int | tuple[int, ...], obs: Any) -> None:
         """Write one observation into ``batch[index]``."""
         targets = batch.values() if self.is_dict else [batch]
-        for target, array in zip(targets, self._arrays(obs)):
+        for target, array in zip(targets, self._arrays(obs), strict=True):
             target[index] = array
 
     def row(self, batch: Obs, index: int | tuple[int, ...]) -> Obs:
@@ -95,7 +96,7 @@ class ObsLayout:
 
     def write(self, buffer: memoryview, obs: Any) -> None:
         """Serialise one observation into a flat byte buffer of at least ``nbytes``."""
-        for spec, array in zip(self.specs, self._arrays(obs)):
+        for spec, array in zip(self.specs, self._arrays(obs), strict=True):
             view = np.ndarray(spec.shape, spec.dtype, buffer=buffer, offset=spec.offset_bytes)
             view[...] = array
 

@@ -64,7 +64,10 @@ class CarlaLikeEnv(gym.Env):
         if obs_dim < 1:
             raise ValueError(f"obs_dim: expected an int >= 1, got {obs_dim}")
         if not 1 <= min_episode_steps <= max_episode_steps:
-            raise ValueError(f"min_episode_steps, max_episode_steps: expected 1 <= min <= max, got {min_episode_steps}, {max_episode_steps}")
+            raise ValueError(
+                "min_episode_steps, max_episode_steps: expected 1 <= min <= max, "
+                f"got {min_episode_steps}, {max_episode_steps}"
+            )
         if episode_lengths is not None and (len(episode_lengths) == 0 or min(episode_lengths) < 1):
             raise ValueError(f"episode_lengths: expected a non-empty sequence of ints >= 1, got {episode_lengths}")
         self.step_latency_s = step_latency_s

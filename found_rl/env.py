@@ -119,7 +119,8 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             backend = make_backend(self.scenario)
         self.backend = backend
         self.renderer = BevRenderer(backend.map, bev_config or BevConfig())
-        self.monitor = InfractionMonitor(infraction_config or InfractionConfig(blocked_time_s=self.scenario.episode.blocked_s))
+        infraction_config = infraction_config or InfractionConfig(blocked_time_s=self.scenario.episode.blocked_s)
+        self.monitor = InfractionMonitor(infraction_config)
 
         state_space = gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
         spaces: dict[str, gym.Space] = {"state": state_space}
@@ -215,7 +216,8 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         terminated = is_completed or any(i.kind in TERMINAL_KINDS for i in infractions)
         truncated = not terminated and self._steps >= self.max_steps
         if truncated and not report.route_completed:
-            infractions.append(self._infraction(snapshot, InfractionKind.ROUTE_TIMEOUT, f"no arrival in {self._steps} steps"))
+            timeout = self._infraction(snapshot, InfractionKind.ROUTE_TIMEOUT, f"no arrival in {self._steps} steps")
+            infractions.append(timeout)
         observation, reward_hazards = self._observe(snapshot, progress)
         reward = self._reward_fn(StepContext(snapshot, previous, progress, report, reward_hazards, terminated))
 

@@ -212,7 +212,8 @@ class ScriptedBackend:
         yaw = np.deg2rad(self._yaw_deg)
         self._ego_xy = self._ego_xy + self._speed_mps * dt * np.array([np.cos(yaw), np.sin(yaw)])
         cars = self._cars
-        self._cars = ActorBoxes(cars.ids, cars.xy + cars.velocity_xy * dt, cars.yaw_deg, cars.half_extent, cars.velocity_xy)
+        moved_xy = cars.xy + cars.velocity_xy * dt
+        self._cars = ActorBoxes(cars.ids, moved_xy, cars.yaw_deg, cars.half_extent, cars.velocity_xy)
         self._step += 1
         return self._snapshot(throttle, brake)
 

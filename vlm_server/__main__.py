@@ -9,7 +9,9 @@ from vlm_server.cli import add_arguments, serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vlm_server", description="VLM/CLIP advisor server")
+    parser = argparse.ArgumentParser(
+        prog="python -m vlm_server", description="VLM/CLIP advisor server"
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

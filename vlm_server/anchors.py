@@ -50,8 +50,21 @@ LAT_PHRASES: tuple[str, ...] = (
 NUM_ACTIONS = len(LON_PHRASES) * len(LAT_PHRASES)  # 30
 
 # Neighbour lists (each class is its own neighbour too; see neighbour_mask()).
-_LON_NEIGHBOURS: dict[int, tuple[int, ...]] = {0: (1,), 1: (0,), 2: (3,), 3: (2, 4), 4: (3,), 5: ()}
-_LAT_NEIGHBOURS: dict[int, tuple[int, ...]] = {0: (), 1: (2,), 2: (1,), 3: (4,), 4: (3,)}
+_LON_NEIGHBOURS: dict[int, tuple[int, ...]] = {
+    0: (1,),
+    1: (0,),
+    2: (3,),
+    3: (2, 4),
+    4: (3,),
+    5: (),
+}
+_LAT_NEIGHBOURS: dict[int, tuple[int, ...]] = {
+    0: (),
+    1: (2,),
+    2: (1,),
+    3: (4,),
+    4: (3,),
+}
 
 BONUS_SCALE = 0.25
 VARIANCE_EPS = 1e-8
@@ -59,7 +72,10 @@ VARIANCE_EPS = 1e-8
 
 def command_index(command: int) -> int:
     """Row of the anchor grid for a RoadOption value (VOID and unknown: follow the lane)."""
-    if command in (option.value for option in RoadOption) and command != RoadOption.VOID:
+    if (
+        command in (option.value for option in RoadOption)
+        and command != RoadOption.VOID
+    ):
         return int(command) - 1
     return DEFAULT_COMMAND_INDEX
 

@@ -28,7 +28,10 @@ PROMPT_TEMPLATE = (
 KEYS = ("throttle", "steer", "brake")
 _OBJECT = re.compile(r"\{[^{}]*\}")
 _NUMBER = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
-_KEY_VALUE = {key: re.compile(rf"[\"']?{key}[\"']?\s*[:=]\s*[\"']?{_NUMBER}", re.IGNORECASE) for key in KEYS}
+_KEY_VALUE = {
+    key: re.compile(rf"[\"']?{key}[\"']?\s*[:=]\s*[\"']?{_NUMBER}", re.IGNORECASE)
+    for key in KEYS
+}
 
 
 class ParsedAnswer(NamedTuple):
@@ -38,14 +41,20 @@ class ParsedAnswer(NamedTuple):
     error: str | None
 
 
-def build_prompt(command: int, speed_mps: float, state: Mapping[str, Any] | None = None) -> str:
+def build_prompt(
+    command: int, speed_mps: float, state: Mapping[str, Any] | None = None
+) -> str:
     """The advisor prompt; ``state["target_ego_xy"]`` (next route target, ego frame) is optional."""
     target_line = ""
     target = (state or {}).get("target_ego_xy")
     if isinstance(target, (list, tuple)) and len(target) == 2:
-        target_line = f"Forward vector: ({float(target[0]):.2f}, {float(target[1]):.2f}).\n"
+        target_line = (
+            f"Forward vector: ({float(target[0]):.2f}, {float(target[1]):.2f}).\n"
+        )
     return PROMPT_TEMPLATE.format(
-        speed_mps=speed_mps, target_line=target_line, command=COMMAND_PHRASES[command_index(command)]
+        speed_mps=speed_mps,
+        target_line=target_line,
+        command=COMMAND_PHRASES[command_index(command)],
     )
 
 
@@ -56,7 +65,9 @@ def parse_answer(text: str) -> ParsedAnswer:
         return ParsedAnswer(None, f"unparseable answer (need keys {', '.join(KEYS)})")
     if not all(math.isfinite(v) for v in values.values()):
         return ParsedAnswer(None, "answer has non-finite numbers")
-    return ParsedAnswer(controls_to_action(values["throttle"], values["steer"], values["brake"]), None)
+    return ParsedAnswer(
+        controls_to_action(values["throttle"], values["steer"], values["brake"]), None
+    )
 
 
 def _from_json(text: str) -> dict[str, float] | None:

@@ -23,7 +23,13 @@ from vlm_server.backends.base import load_backend
 from vlm_server.batcher import BackendError, QueueFullError, ShuttingDownError
 from vlm_server.config import BatchingConfig, ServerConfig
 from vlm_server.metrics import ServerMetrics
-from vlm_server.schemas import AdviseBatchBody, AdviseItemBody, ClipBatchBody, ClipItemBody, error_location
+from vlm_server.schemas import (
+    AdviseBatchBody,
+    AdviseItemBody,
+    ClipBatchBody,
+    ClipItemBody,
+    error_location,
+)
 from vlm_server.service import BackendService
 
 logger = logging.getLogger(__name__)
@@ -42,7 +48,12 @@ class RequestError(Exception):
     """A client mistake or an overload condition, answered as JSON with ``status``."""
 
     def __init__(
-        self, status: int, message: str, field: str | None = None, headers: dict | None = None, **extra: Any
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        headers: dict | None = None,
+        **extra: Any,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -53,7 +64,10 @@ class RequestError(Exception):
 
 
 def create_app(
-    config: ServerConfig, *, advisor_backend: Any | None = None, clip_backend: Any | None = None
+    config: ServerConfig,
+    *,
+    advisor_backend: Any | None = None,
+    clip_backend: Any | None = None,
 ) -> web.Application:
     """Build the advisor server. Backend instances passed here override ``config``'s specs."""
     if advisor_backend is None and config.advisor is not None:
@@ -63,7 +77,10 @@ def create_app(
     if advisor_backend is None and clip_backend is None:
         raise ValueError("configure at least one backend: advisor and/or clip")
 
-    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[error_middleware, auth_middleware])
+    app = web.Application(
+        client_max_size=config.max_body_bytes,
+        middlewares=[error_middleware, auth_middleware],
+    )
     metrics = ServerMetrics()
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = metrics
@@ -71,7 +88,9 @@ def create_app(
     services: dict[str, BackendService] = {}
     if advisor_backend is not None:
         batching = config.advisor.batching if config.advisor else BatchingConfig()
-        services["advisor"] = BackendService("advisor", advisor_backend, batching, metrics)
+        services["advisor"] = BackendService(
+            "advisor", advisor_backend, batching, metrics
+        )
     if clip_backend is not None:
         batching = config.clip.batching if config.clip else BatchingConfig()
         services["clip"] = BackendService("clip", clip_backend, batching, metrics)
@@ -105,11 +124,17 @@ async def _mark_draining(app: web.Application) -> None:
 
 
 @web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def error_middleware(
+    request: web.Request, handler: Handler
+) -> web.StreamResponse:
     """Map every outcome to a JSON response, count it, and never leak a traceback."""
     started_s = time.perf_counter()
     metrics = request.app[METRICS_KEY]
-    route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+    route = (
+        request.match_info.route.resource.canonical
+        if request.match_info.route.resource
+        else "unmatched"
+    )
     try:
         response = await handler(request)
     except RequestError as exc:
@@ -121,7 +146,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         body.update(exc.extra)
         response = web.json_response(body, status=exc.status, headers=exc.headers)
     except web.HTTPException as exc:
-        response = web.json_response({"error": exc.reason}, status=exc.status, headers=_safe_headers(exc))
+        response = web.json_response(
+            {"error": exc.reason}, status=exc.status, headers=_safe_headers(exc)
+        )
     except asyncio.CancelledError:
         raise
     except Exception:
@@ -133,7 +160,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def _safe_headers(exc: web.HTTPException) -> dict[str, str]:
-    return {key: value for key, value in exc.headers.items() if key.lower() in ("allow", "retry-after")}
+    return {
+        key: value
+        for key, value in exc.headers.items()
+        if key.lower() in ("allow", "retry-after")
+    }
 
 
 @web.middleware
@@ -142,8 +173,14 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     token = request.app[CONFIG_KEY].token
     if token is not None and request.path not in OPEN_PATHS:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-            raise RequestError(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            raise RequestError(
+                401,
+                "missing or wrong bearer token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
     return await handler(request)
 
 
@@ -165,12 +202,23 @@ async def handle_healthz(request: web.Request) -> web.Response:
 async def handle_readyz(request: web.Request) -> web.Response:
     services: dict[str, BackendService] = request.app[SERVICES_KEY]
     states = {
-        name: "ready" if s.is_ready else (f"failed: {s.load_error}" if s.load_error else "loading")
+        name: "ready"
+        if s.is_ready
+        else (f"failed: {s.load_error}" if s.load_error else "loading")
         for name, s in services.items()
     }
-    is_ready = all(s.is_ready for s in services.values()) and not request.app[DRAINING_KEY].is_set()
-    status = "ready" if is_ready else ("draining" if request.app[DRAINING_KEY].is_set() else "not ready")
-    return web.json_response({"status": status, "backends": states}, status=200 if is_ready else 503)
+    is_ready = (
+        all(s.is_ready for s in services.values())
+        and not request.app[DRAINING_KEY].is_set()
+    )
+    status = (
+        "ready"
+        if is_ready
+        else ("draining" if request.app[DRAINING_KEY].is_set() else "not ready")
+    )
+    return web.json_response(
+        {"status": status, "backends": states}, status=200 if is_ready else 503
+    )
 
 
 async def handle_metrics(request: web.Request) -> web.Response:
@@ -181,7 +229,10 @@ async def handle_metrics(request: web.Request) -> web.Response:
 
 
 async def _serve(
-    request: web.Request, kind: str, item_model: type[BaseModel], batch_model: type[BaseModel]
+    request: web.Request,
+    kind: str,
+    item_model: type[BaseModel],
+    batch_model: type[BaseModel],
 ) -> web.Response:
     config: ServerConfig = request.app[CONFIG_KEY]
     started_s = time.perf_counter()
@@ -189,19 +240,33 @@ async def _serve(
     if service is None:
         raise RequestError(404, f"this server has no {kind} backend")
     if not service.is_ready:
-        reason = f"failed to load: {service.load_error}" if service.load_error else "still loading"
-        raise RequestError(503, f"{kind} backend {reason}", headers={"Retry-After": "1"})
+        reason = (
+            f"failed to load: {service.load_error}"
+            if service.load_error
+            else "still loading"
+        )
+        raise RequestError(
+            503, f"{kind} backend {reason}", headers={"Retry-After": "1"}
+        )
     deadline_s = _deadline_s(request, config)
 
     body = await _read_json(request, config)
     is_batch = isinstance(body, dict) and "items" in body
     context = {"max_side": config.max_image_side, "image_hw": service.image_hw}
-    if is_batch and isinstance(body["items"], list) and len(body["items"]) > config.max_items_per_request:
+    if (
+        is_batch
+        and isinstance(body["items"], list)
+        and len(body["items"]) > config.max_items_per_request
+    ):
         raise RequestError(
-            413, f"{len(body['items'])} items, at most {config.max_items_per_request} per request", field="items"
+            413,
+            f"{len(body['items'])} items, at most {config.max_items_per_request} per request",
+            field="items",
         )
     try:
-        parsed = (batch_model if is_batch else item_model).model_validate(body, context=context)
+        parsed = (batch_model if is_batch else item_model).model_validate(
+            body, context=context
+        )
     except ValidationError as exc:
         raise _validation_error(exc) from None
     bodies = parsed.items if is_batch else [parsed]
@@ -213,7 +278,10 @@ async def _serve(
         service.metrics.errors.labels(kind, "queue_full").inc(len(items))
         retry_after_s = max(1, math.ceil(exc.retry_after_s))
         raise RequestError(
-            429, str(exc), headers={"Retry-After": str(retry_after_s)}, retry_after_ms=round(exc.retry_after_s * 1000)
+            429,
+            str(exc),
+            headers={"Retry-After": str(retry_after_s)},
+            retry_after_ms=round(exc.retry_after_s * 1000),
         ) from None
     except ShuttingDownError as exc:
         raise RequestError(503, str(exc), headers={"Retry-After": "1"}) from None
@@ -224,7 +292,9 @@ async def _serve(
         outcomes = await asyncio.wait_for(gathered, timeout=max(remaining_s, 0.0))
     except TimeoutError:
         service.metrics.errors.labels(kind, "deadline").inc(len(items))
-        raise RequestError(504, f"deadline of {deadline_s * 1000:.0f} ms exceeded") from None
+        raise RequestError(
+            504, f"deadline of {deadline_s * 1000:.0f} ms exceeded"
+        ) from None
     except asyncio.CancelledError:
         for future in futures:
             future.cancel()
@@ -258,28 +328,46 @@ def _deadline_s(request: web.Request, config: ServerConfig) -> float:
         try:
             client_ms = float(header)
         except ValueError:
-            raise RequestError(400, f"{DEADLINE_HEADER} must be a number, got {header[:32]!r}") from None
+            raise RequestError(
+                400, f"{DEADLINE_HEADER} must be a number, got {header[:32]!r}"
+            ) from None
         if not (math.isfinite(client_ms) and client_ms > 0):
-            raise RequestError(400, f"{DEADLINE_HEADER} must be a positive number, got {header[:32]!r}")
+            raise RequestError(
+                400, f"{DEADLINE_HEADER} must be a positive number, got {header[:32]!r}"
+            )
         deadline_ms = min(deadline_ms, client_ms)
     return deadline_ms / 1000.0
 
 
 async def _read_json(request: web.Request, config: ServerConfig) -> Any:
     if request.content_type != "application/json":
-        raise RequestError(415, f"content type must be application/json, got {request.content_type!r}")
-    if request.content_length is not None and request.content_length > config.max_body_bytes:
-        raise RequestError(413, f"body of {request.content_length} bytes exceeds the limit of {config.max_body_bytes}")
+        raise RequestError(
+            415, f"content type must be application/json, got {request.content_type!r}"
+        )
+    if (
+        request.content_length is not None
+        and request.content_length > config.max_body_bytes
+    ):
+        raise RequestError(
+            413,
+            f"body of {request.content_length} bytes exceeds the limit of {config.max_body_bytes}",
+        )
     try:
-        raw = await asyncio.wait_for(request.read(), timeout=config.body_read_timeout_ms / 1000.0)
+        raw = await asyncio.wait_for(
+            request.read(), timeout=config.body_read_timeout_ms / 1000.0
+        )
     except TimeoutError:
         raise RequestError(408, "request body not received in time") from None
     except web.HTTPRequestEntityTooLarge:
-        raise RequestError(413, f"body exceeds the limit of {config.max_body_bytes} bytes") from None
+        raise RequestError(
+            413, f"body exceeds the limit of {config.max_body_bytes} bytes"
+        ) from None
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(400, f"body is not valid JSON: {exc}", field="body") from None
+        raise RequestError(
+            400, f"body is not valid JSON: {exc}", field="body"
+        ) from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -291,7 +379,9 @@ def _validation_error(exc: ValidationError) -> RequestError:
     first = errors[0]
     field = error_location(first["loc"])
     error = RequestError(400, f"{field}: {first['msg']}", field=field)
-    error.details = [{"field": error_location(e["loc"]), "message": e["msg"]} for e in errors[:20]]
+    error.details = [
+        {"field": error_location(e["loc"]), "message": e["msg"]} for e in errors[:20]
+    ]
     return error
 
 

@@ -87,7 +87,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         return len(self._queue)
 
     def start(self) -> None:
-        self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher-{self.name}")
+        self._worker = asyncio.get_running_loop().create_task(
+            self._work(), name=f"batcher-{self.name}"
+        )
 
     def submit(self, items: Sequence[ItemT]) -> list[asyncio.Future]:
         """Queue all ``items`` (all or none) and return one future per item.
@@ -125,7 +127,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             await asyncio.sleep(0.005)
         for pending in self._queue:
             if not pending.future.done():
-                pending.future.set_exception(ShuttingDownError(f"{self.name} shut down"))
+                pending.future.set_exception(
+                    ShuttingDownError(f"{self.name} shut down")
+                )
         self._queue.clear()
         if self._worker is not None:
             self._worker.cancel()
@@ -140,7 +144,11 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         while True:
             await self._nonempty.wait()
             remaining_s = self._queue[0].enqueued_s + max_wait_s - time.perf_counter()
-            if len(self._queue) < max_batch and remaining_s > 0 and not self._is_closing:
+            if (
+                len(self._queue) < max_batch
+                and remaining_s > 0
+                and not self._is_closing
+            ):
                 self._full.clear()
                 try:
                     await asyncio.wait_for(self._full.wait(), timeout=remaining_s)
@@ -166,17 +174,28 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         started_s = time.perf_counter()
         try:
             try:
-                results = list(await self._run_batch([pending.item for pending in batch]))
+                results = list(
+                    await self._run_batch([pending.item for pending in batch])
+                )
                 if len(results) != len(batch):
-                    raise RuntimeError(f"returned {len(results)} results for {len(batch)} items")
+                    raise RuntimeError(
+                        f"returned {len(results)} results for {len(batch)} items"
+                    )
                 error = None
             except Exception as exc:  # a backend bug must not take the server down
-                logger.exception("backend %s failed on a batch of %d", self.name, len(batch))
-                results, error = [], BackendError(f"{self.name} backend failed: {type(exc).__name__}")
+                logger.exception(
+                    "backend %s failed on a batch of %d", self.name, len(batch)
+                )
+                results, error = (
+                    [],
+                    BackendError(f"{self.name} backend failed: {type(exc).__name__}"),
+                )
             model_s = time.perf_counter() - started_s
             self._mean_batch_s = 0.9 * self._mean_batch_s + 0.1 * model_s
             if self._metrics is not None:
-                self._metrics.observe_batch(self.name, len(batch), model_s, error is not None)
+                self._metrics.observe_batch(
+                    self.name, len(batch), model_s, error is not None
+                )
             for index, pending in enumerate(batch):
                 queue_s = started_s - pending.enqueued_s
                 if self._metrics is not None:
@@ -186,7 +205,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 if error is not None:
                     pending.future.set_exception(error)
                 else:
-                    pending.future.set_result(Completed(results[index], queue_s, model_s, len(batch)))
+                    pending.future.set_result(
+                        Completed(results[index], queue_s, model_s, len(batch))
+                    )
         finally:
             self._slots.release()
 

@@ -57,7 +57,11 @@ def advise_payload(
 
 
 def clip_payload(
-    image: np.ndarray, command: int, speed_mps: float, action: Sequence[float], image_format: ImageFormat = "raw"
+    image: np.ndarray,
+    command: int,
+    speed_mps: float,
+    action: Sequence[float],
+    image_format: ImageFormat = "raw",
 ) -> dict[str, Any]:
     """Wire form of a ``/v1/clip/score`` item (executed ``action = (acc, steer)``), without its id."""
     return {
@@ -90,7 +94,9 @@ class AsyncAdvisorClient:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"urls: {url!r} must start with http:// or https://")
         if timeout_s <= 0 or max_retries < 0 or max_in_flight < 1:
-            raise ValueError("timeout_s must be > 0, max_retries >= 0, max_in_flight >= 1")
+            raise ValueError(
+                "timeout_s must be > 0, max_retries >= 0, max_in_flight >= 1"
+            )
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -116,15 +122,21 @@ class AsyncAdvisorClient:
             await self._session.close()
             self._session = None
 
-    async def advise(self, items: list[dict[str, Any]], timeout_s: float | None = None) -> list[dict[str, Any]]:
+    async def advise(
+        self, items: list[dict[str, Any]], timeout_s: float | None = None
+    ) -> list[dict[str, Any]]:
         """Replies (``{"id", "ok", "action", ...}``) for ``/v1/advise`` items with ids, in order."""
         return (await self.request("advise", {"items": items}, timeout_s))["items"]
 
-    async def clip_score(self, items: list[dict[str, Any]], timeout_s: float | None = None) -> list[dict[str, Any]]:
+    async def clip_score(
+        self, items: list[dict[str, Any]], timeout_s: float | None = None
+    ) -> list[dict[str, Any]]:
         """Replies (``{"id", "ok", "bonus", "margin", "stats"}``) for ``/v1/clip/score`` items."""
         return (await self.request("clip", {"items": items}, timeout_s))["items"]
 
-    async def request(self, kind: Kind, body: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+    async def request(
+        self, kind: Kind, body: dict[str, Any], timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """POST ``body`` with retries until the deadline; raises ``AdvisorError``/``AdvisorUnavailable``."""
         session, slots = self._ensure_session()
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
@@ -143,19 +155,34 @@ class AsyncAdvisorClient:
                     retry_after_s = 0.0
                     try:
                         async with session.post(
-                            url, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=remaining_s)
+                            url,
+                            json=body,
+                            headers=headers,
+                            timeout=aiohttp.ClientTimeout(total=remaining_s),
                         ) as response:
                             if response.status == 200:
                                 return await response.json()
                             problem, retry_after_s = await _error_details(response)
                             if response.status not in RETRY_STATUSES:
-                                raise AdvisorError(f"{url} answered {response.status}: {problem}")
-                            last_problem = f"{url} answered {response.status}: {problem}"
-                    except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+                                raise AdvisorError(
+                                    f"{url} answered {response.status}: {problem}"
+                                )
+                            last_problem = (
+                                f"{url} answered {response.status}: {problem}"
+                            )
+                    except (
+                        aiohttp.ClientConnectionError,
+                        asyncio.TimeoutError,
+                        OSError,
+                    ) as exc:
                         last_problem = f"{url}: {type(exc).__name__} {exc}".strip()
                     self.retries += 1
                     backoff = self.backoff_s * 2**attempt * (0.5 + self._rng.random())
-                    wait_s = min(self.max_backoff_s, max(backoff, retry_after_s), deadline - time.monotonic())
+                    wait_s = min(
+                        self.max_backoff_s,
+                        max(backoff, retry_after_s),
+                        deadline - time.monotonic(),
+                    )
                     await asyncio.sleep(max(0.0, wait_s))
             finally:
                 self.in_flight -= 1
@@ -176,7 +203,10 @@ async def _error_details(response: aiohttp.ClientResponse) -> tuple[str, float]:
     """Error message and suggested wait: the body's ``retry_after_ms``, else ``Retry-After``."""
     try:
         body = await response.json()
-        message, retry_after_ms = str(body.get("error", ""))[:300], body.get("retry_after_ms")
+        message, retry_after_ms = (
+            str(body.get("error", ""))[:300],
+            body.get("retry_after_ms"),
+        )
     except (aiohttp.ContentTypeError, ValueError, AttributeError):
         message, retry_after_ms = (await response.text())[:300], None
     if isinstance(retry_after_ms, (int, float)) and retry_after_ms >= 0:
@@ -192,10 +222,14 @@ class _LoopThread:
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name=name, daemon=True
+        )
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, Any], timeout_s: float | None = None) -> Any:
+    def run(
+        self, coro: Coroutine[Any, Any, Any], timeout_s: float | None = None
+    ) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
     def stop(self) -> None:
@@ -214,13 +248,24 @@ class BackgroundClient:
     exactly once.
     """
 
-    def __init__(self, urls: str | Sequence[str], *, max_items_per_request: int = 64, **client_options: Any) -> None:
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        max_items_per_request: int = 64,
+        **client_options: Any,
+    ) -> None:
         if max_items_per_request < 1:
-            raise ValueError(f"max_items_per_request must be >= 1, got {max_items_per_request}")
+            raise ValueError(
+                f"max_items_per_request must be >= 1, got {max_items_per_request}"
+            )
         self._max_items = max_items_per_request
         self._thread = _LoopThread("vlm-client")
         self._client = AsyncAdvisorClient(urls, **client_options)
-        self._outbox: dict[str, deque[dict[str, Any]]] = {"advise": deque(), "clip": deque()}
+        self._outbox: dict[str, deque[dict[str, Any]]] = {
+            "advise": deque(),
+            "clip": deque(),
+        }
         self._wakeup = asyncio.Event()
         self._done: deque[tuple[str, dict[str, Any]]] = deque()
         self._lock = threading.Lock()
@@ -233,7 +278,9 @@ class BackgroundClient:
         """Submitted items whose reply has not been polled yet."""
         return self._pending
 
-    def submit(self, item_id: str, payload: dict[str, Any], kind: Kind = "advise") -> None:
+    def submit(
+        self, item_id: str, payload: dict[str, Any], kind: Kind = "advise"
+    ) -> None:
         """Queue one item (``advise_payload``/``clip_payload`` output) under ``item_id``."""
         if kind not in PATHS:
             raise ValueError(f"kind must be 'advise' or 'clip', got {kind!r}")
@@ -253,6 +300,7 @@ class BackgroundClient:
 
     def close(self) -> None:
         """Cancel outstanding requests and stop the thread."""
+
         async def shutdown() -> None:
             self._sender.cancel()
             for task in list(self._tasks):
@@ -283,8 +331,13 @@ class BackgroundClient:
             self._wakeup.clear()
             for kind, outbox in self._outbox.items():
                 while outbox:
-                    chunk = [outbox.popleft() for _ in range(min(self._max_items, len(outbox)))]
-                    task = asyncio.get_running_loop().create_task(self._send(kind, chunk))
+                    chunk = [
+                        outbox.popleft()
+                        for _ in range(min(self._max_items, len(outbox)))
+                    ]
+                    task = asyncio.get_running_loop().create_task(
+                        self._send(kind, chunk)
+                    )
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
 
@@ -292,9 +345,16 @@ class BackgroundClient:
         try:
             replies = (await self._client.request(kind, {"items": items}))["items"]
         except AdvisorError as exc:
-            replies = [{"id": item["id"], "ok": False, "error": str(exc)} for item in items]
-        except Exception as exc:  # keep the one-reply-per-id promise even on client bugs
-            replies = [{"id": item["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"} for item in items]
+            replies = [
+                {"id": item["id"], "ok": False, "error": str(exc)} for item in items
+            ]
+        except (
+            Exception
+        ) as exc:  # keep the one-reply-per-id promise even on client bugs
+            replies = [
+                {"id": item["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                for item in items
+            ]
         for reply in replies:
             self._done.append((reply["id"], reply))
 
@@ -302,18 +362,33 @@ class BackgroundClient:
 class BlockingAdvisorClient:
     """One blocking call per answer, for evaluation scripts."""
 
-    def __init__(self, urls: str | Sequence[str], *, timeout_s: float = 5.0, **client_options: Any) -> None:
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        timeout_s: float = 5.0,
+        **client_options: Any,
+    ) -> None:
         self.timeout_s = timeout_s
         self._thread = _LoopThread("vlm-blocking-client")
         self._client = AsyncAdvisorClient(urls, timeout_s=timeout_s, **client_options)
         self._ids = itertools.count()
 
     def advise(
-        self, image: np.ndarray | None, command: int, speed_mps: float, state: dict[str, Any] | None = None
+        self,
+        image: np.ndarray | None,
+        command: int,
+        speed_mps: float,
+        state: dict[str, Any] | None = None,
     ) -> tuple[float, float]:
         """The advisor's ``(acc, steer)``; raises ``AdvisorUnavailable`` after ``timeout_s``."""
-        item = {**advise_payload(image, command, speed_mps, state), "id": str(next(self._ids))}
-        reply = self._thread.run(self._client.advise([item]), timeout_s=self.timeout_s + 5.0)[0]
+        item = {
+            **advise_payload(image, command, speed_mps, state),
+            "id": str(next(self._ids)),
+        }
+        reply = self._thread.run(
+            self._client.advise([item]), timeout_s=self.timeout_s + 5.0
+        )[0]
         if not reply.get("ok"):
             raise AdvisorError(f"advisor could not answer: {reply.get('error')}")
         acc, steer = reply["action"]

@@ -15,10 +15,21 @@ class BatchingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_batch_size: int = Field(32, ge=1, le=4096, description="flush when this many items are queued")
-    max_wait_ms: float = Field(5.0, ge=0.0, le=60_000.0, description="flush when the oldest item waited this long")
-    max_queue_size: int = Field(2048, ge=1, description="queued items beyond this are refused with 429")
-    max_concurrent_batches: int = Field(1, ge=1, le=256, description="batches running at once (1 for a local model)")
+    max_batch_size: int = Field(
+        32, ge=1, le=4096, description="flush when this many items are queued"
+    )
+    max_wait_ms: float = Field(
+        5.0,
+        ge=0.0,
+        le=60_000.0,
+        description="flush when the oldest item waited this long",
+    )
+    max_queue_size: int = Field(
+        2048, ge=1, description="queued items beyond this are refused with 429"
+    )
+    max_concurrent_batches: int = Field(
+        1, ge=1, le=256, description="batches running at once (1 for a local model)"
+    )
 
 
 class BackendConfig(BaseModel):
@@ -38,15 +49,25 @@ class ServerConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8470, ge=0, le=65535)
-    token: str | None = Field(None, min_length=8, description="bearer token clients must send")
+    token: str | None = Field(
+        None, min_length=8, description="bearer token clients must send"
+    )
     advisor: BackendConfig | None = None
     clip: BackendConfig | None = None
-    request_timeout_ms: float = Field(30_000.0, gt=0.0, description="per-request deadline (504 after)")
-    body_read_timeout_ms: float = Field(10_000.0, gt=0.0, description="slow-client guard (408 after)")
+    request_timeout_ms: float = Field(
+        30_000.0, gt=0.0, description="per-request deadline (504 after)"
+    )
+    body_read_timeout_ms: float = Field(
+        10_000.0, gt=0.0, description="slow-client guard (408 after)"
+    )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     max_items_per_request: int = Field(1024, ge=1)
-    max_image_side: int = Field(1024, ge=1, description="largest accepted image height or width, px")
-    shutdown_timeout_s: float = Field(30.0, gt=0.0, description="time to drain in-flight requests")
+    max_image_side: int = Field(
+        1024, ge=1, description="largest accepted image height or width, px"
+    )
+    shutdown_timeout_s: float = Field(
+        30.0, gt=0.0, description="time to drain in-flight requests"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ServerConfig:
@@ -75,5 +96,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"server config {path} does not exist")
     data = yaml.safe_load(path.read_text())
     if not isinstance(data, dict):
-        raise ValueError(f"server config {path}: expected a mapping at top level, got {type(data).__name__}")
+        raise ValueError(
+            f"server config {path}: expected a mapping at top level, got {type(data).__name__}"
+        )
     return data

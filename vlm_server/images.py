@@ -17,16 +17,28 @@ from PIL import Image
 ImageFormat = Literal["raw", "png"]
 
 
-def encode_image(image: np.ndarray, image_format: ImageFormat = "raw") -> dict[str, Any]:
+def encode_image(
+    image: np.ndarray, image_format: ImageFormat = "raw"
+) -> dict[str, Any]:
     """Wire form of an ``[H, W, 3]`` uint8 RGB image."""
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError(f"image must be [H, W, 3] uint8 RGB, got shape {image.shape} dtype {image.dtype}")
+        raise ValueError(
+            f"image must be [H, W, 3] uint8 RGB, got shape {image.shape} dtype {image.dtype}"
+        )
     if image_format == "raw":
         data = base64.b64encode(np.ascontiguousarray(image).tobytes()).decode("ascii")
-        return {"format": "raw", "data": data, "shape": list(image.shape), "dtype": "uint8"}
+        return {
+            "format": "raw",
+            "data": data,
+            "shape": list(image.shape),
+            "dtype": "uint8",
+        }
     if image_format == "png":
-        return {"format": "png", "data": base64.b64encode(png_bytes(image)).decode("ascii")}
+        return {
+            "format": "png",
+            "data": base64.b64encode(png_bytes(image)).decode("ascii"),
+        }
     raise ValueError(f"image_format must be 'raw' or 'png', got {image_format!r}")
 
 
@@ -42,7 +54,9 @@ def decode_base64(data: str) -> bytes:
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"data is not valid base64 (truncated or corrupted): {exc}") from None
+        raise ValueError(
+            f"data is not valid base64 (truncated or corrupted): {exc}"
+        ) from None
 
 
 def decode_raw(data: str, shape: tuple[int, int, int], max_side: int) -> np.ndarray:
@@ -51,7 +65,9 @@ def decode_raw(data: str, shape: tuple[int, int, int], max_side: int) -> np.ndar
     if channels != 3:
         raise ValueError(f"shape must be [H, W, 3] (RGB), got {list(shape)}")
     if not (0 < height <= max_side and 0 < width <= max_side):
-        raise ValueError(f"image sides must be in 1..{max_side} px, got {height}x{width}")
+        raise ValueError(
+            f"image sides must be in 1..{max_side} px, got {height}x{width}"
+        )
     expected_chars = 4 * ((height * width * 3 + 2) // 3)
     if len(data) != expected_chars:
         raise ValueError(
@@ -68,7 +84,9 @@ def decode_png(data: str, max_side: int) -> np.ndarray:
         with Image.open(io.BytesIO(raw), formats=["PNG"]) as img:
             width, height = img.size
             if not (0 < height <= max_side and 0 < width <= max_side):
-                raise ValueError(f"image sides must be in 1..{max_side} px, got {height}x{width}")
+                raise ValueError(
+                    f"image sides must be in 1..{max_side} px, got {height}x{width}"
+                )
             if img.mode != "RGB":
                 raise ValueError(f"PNG must be 8-bit RGB, got mode {img.mode!r}")
             img.load()

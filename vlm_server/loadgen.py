@@ -42,10 +42,18 @@ class LoadResult:
         return len(self.latency_ms) / self.duration_s if self.duration_s > 0 else 0.0
 
     def latency_percentile(self, q: float) -> float:
-        return float(np.percentile(self.latency_ms, q)) if len(self.latency_ms) else float("nan")
+        return (
+            float(np.percentile(self.latency_ms, q))
+            if len(self.latency_ms)
+            else float("nan")
+        )
 
     def overhead_percentile(self, q: float) -> float:
-        return float(np.percentile(self.overhead_ms, q)) if len(self.overhead_ms) else float("nan")
+        return (
+            float(np.percentile(self.overhead_ms, q))
+            if len(self.overhead_ms)
+            else float("nan")
+        )
 
 
 async def run_load(
@@ -85,7 +93,9 @@ async def run_load(
             while True:
                 t0 = time.perf_counter()
                 try:
-                    async with session.post(url, data=body, headers=headers) as response:
+                    async with session.post(
+                        url, data=body, headers=headers
+                    ) as response:
                         payload = await response.read()
                         status = response.status
                 except (aiohttp.ClientError, asyncio.TimeoutError):
@@ -93,7 +103,9 @@ async def run_load(
                 elapsed_ms = (time.perf_counter() - t0) * 1000.0
                 if status == 429:
                     counts["rejected"] += 1
-                    await asyncio.sleep(json.loads(payload).get("retry_after_ms", 10) / 1000.0)
+                    await asyncio.sleep(
+                        json.loads(payload).get("retry_after_ms", 10) / 1000.0
+                    )
                     continue
                 if status != 200:
                     break
@@ -109,14 +121,17 @@ async def run_load(
                 break
 
     timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients), timeout=timeout) as session:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=clients), timeout=timeout
+    ) as session:
         await asyncio.gather(*(client_loop(session) for _ in range(clients)))
     duration_s = time.perf_counter() - started
     return LoadResult(
         clients=clients,
         sent=len(sent_ids),
         lost=len(sent_ids - set(replies)),
-        duplicated=sum(n - 1 for n in replies.values() if n > 1) + len(set(replies) - sent_ids),
+        duplicated=sum(n - 1 for n in replies.values() if n > 1)
+        + len(set(replies) - sent_ids),
         mismatched=counts["mismatched"],
         rejected_429=counts["rejected"],
         duration_s=duration_s,

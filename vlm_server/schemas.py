@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from vlm_server.actions import RoadOption
 from vlm_server.backends.base import AdviseItem, ClipItem
@@ -39,16 +48,24 @@ class ImagePayload(BaseModel):
         max_side = int(context.get("max_side", 1024))
         if self.format == "raw":
             if self.shape is None or self.dtype is None:
-                raise ValueError("raw images need 'shape' [H, W, 3] and 'dtype' 'uint8'")
+                raise ValueError(
+                    "raw images need 'shape' [H, W, 3] and 'dtype' 'uint8'"
+                )
             self._array = decode_raw(self.data, self.shape, max_side)
         else:
             if self.shape is not None or self.dtype is not None:
-                raise ValueError("png images carry no 'shape'/'dtype' (the PNG header has them)")
+                raise ValueError(
+                    "png images carry no 'shape'/'dtype' (the PNG header has them)"
+                )
             self._array = decode_png(self.data, max_side)
         expected_hw = context.get("image_hw")
-        if expected_hw is not None and tuple(self._array.shape[:2]) != tuple(expected_hw):
+        if expected_hw is not None and tuple(self._array.shape[:2]) != tuple(
+            expected_hw
+        ):
             height, width = self._array.shape[:2]
-            raise ValueError(f"image is {height}x{width} px, this backend expects {expected_hw[0]}x{expected_hw[1]}")
+            raise ValueError(
+                f"image is {height}x{width} px, this backend expects {expected_hw[0]}x{expected_hw[1]}"
+            )
         return self
 
     @property
@@ -68,7 +85,9 @@ class _ItemBase(BaseModel):
     @classmethod
     def _check_command(cls, command: int) -> int:
         if command not in COMMAND_VALUES:
-            raise ValueError(f"command must be a RoadOption value {COMMAND_VALUES}, got {command}")
+            raise ValueError(
+                f"command must be a RoadOption value {COMMAND_VALUES}, got {command}"
+            )
         return command
 
 
@@ -90,7 +109,9 @@ class ClipItemBody(_ItemBase):
     action: tuple[UnitFloat, UnitFloat]
 
     def to_item(self) -> ClipItem:
-        return ClipItem(self.id, self.image.array, self.command, self.speed_mps, self.action)
+        return ClipItem(
+            self.id, self.image.array, self.command, self.speed_mps, self.action
+        )
 
 
 class AdviseBatchBody(BaseModel):
@@ -107,5 +128,9 @@ def error_location(loc: tuple[Any, ...], root: str = "body") -> str:
     """``('items', 3, 'image', 'shape')`` -> ``'items[3].image.shape'`` (``root`` if empty)."""
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        text += (
+            f"[{part}]"
+            if isinstance(part, int)
+            else (f".{part}" if text else str(part))
+        )
     return text or root

@@ -22,10 +22,18 @@ BATCH_METHOD: dict[str, str] = {"advisor": "advise_batch", "clip": "score_batch"
 class BackendService:
     """Owns a backend instance; model calls run in a dedicated thread pool, never on the loop."""
 
-    def __init__(self, kind: ServiceKind, backend: Any, batching: BatchingConfig, metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        kind: ServiceKind,
+        backend: Any,
+        batching: BatchingConfig,
+        metrics: ServerMetrics,
+    ) -> None:
         method = BATCH_METHOD[kind]
         if not callable(getattr(backend, method, None)):
-            raise ValueError(f"{kind} backend {type(backend).__name__} has no {method}(items) method")
+            raise ValueError(
+                f"{kind} backend {type(backend).__name__} has no {method}(items) method"
+            )
         self.kind = kind
         self.backend = backend
         self.metrics = metrics
@@ -33,9 +41,12 @@ class BackendService:
         self.load_error: str | None = None
         self._method_name = method
         self._executor = ThreadPoolExecutor(
-            max_workers=batching.max_concurrent_batches, thread_name_prefix=f"vlm-{kind}"
+            max_workers=batching.max_concurrent_batches,
+            thread_name_prefix=f"vlm-{kind}",
         )
-        self.batcher: DynamicBatcher = DynamicBatcher(kind, self._run_batch, batching, metrics)
+        self.batcher: DynamicBatcher = DynamicBatcher(
+            kind, self._run_batch, batching, metrics
+        )
         self._load_task: asyncio.Task | None = None
 
     @property
@@ -87,7 +98,9 @@ class BackendService:
         if is_async_method(self.backend, self._method_name):
             results = await method(items)
         else:
-            results = await asyncio.get_running_loop().run_in_executor(self._executor, method, items)
+            results = await asyncio.get_running_loop().run_in_executor(
+                self._executor, method, items
+            )
         return list(results)
 
     def result_json(self, result: Any) -> dict[str, Any]:
@@ -95,17 +108,34 @@ class BackendService:
         if isinstance(result, AdviseResult) and self.kind == "advisor":
             if result.error is not None or result.action is None:
                 self.metrics.errors.labels(self.kind, "item").inc()
-                return {"ok": False, "error": result.error or "no action", "text": result.text}
+                return {
+                    "ok": False,
+                    "error": result.error or "no action",
+                    "text": result.text,
+                }
             acc, steer = (float(v) for v in result.action)
             if not (math.isfinite(acc) and math.isfinite(steer)):
                 self.metrics.errors.labels(self.kind, "item").inc()
-                return {"ok": False, "error": "backend returned a non-finite action", "text": result.text}
+                return {
+                    "ok": False,
+                    "error": "backend returned a non-finite action",
+                    "text": result.text,
+                }
             action = [min(1.0, max(-1.0, acc)), min(1.0, max(-1.0, steer))]
             return {"ok": True, "action": action, "text": result.text}
         if isinstance(result, ClipResult) and self.kind == "clip":
-            if result.error is not None or result.bonus is None or not math.isfinite(result.bonus):
+            if (
+                result.error is not None
+                or result.bonus is None
+                or not math.isfinite(result.bonus)
+            ):
                 self.metrics.errors.labels(self.kind, "item").inc()
                 return {"ok": False, "error": result.error or "no bonus"}
-            return {"ok": True, "bonus": float(result.bonus), "margin": result.margin, "stats": result.stats}
+            return {
+                "ok": True,
+                "bonus": float(result.bonus),
+                "margin": result.margin,
+                "stats": result.stats,
+            }
         self.metrics.errors.labels(self.kind, "item").inc()
         return {"ok": False, "error": f"backend returned {type(result).__name__}"}

@@ -66,10 +66,10 @@ class Executor(abc.ABC):
     def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
         """Step the given clips (keys) with their actions, in parallel."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook: in-memory executors have nothing to release)
         """Release the environments and workers; safe to call twice."""
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

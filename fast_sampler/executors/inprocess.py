@@ -9,7 +9,14 @@ from typing import Any
 import gymnasium as gym
 
 from fast_sampler.errors import ClipError, EnvFactoryError
-from fast_sampler.executors.base import EnvFactory, Executor, ResetResult, StepResult, check_factories, check_same_spaces
+from fast_sampler.executors.base import (
+    EnvFactory,
+    Executor,
+    ResetResult,
+    StepResult,
+    check_factories,
+    check_same_spaces,
+)
 
 
 def build_env(clip: int, env_fn: EnvFactory) -> gym.Env:

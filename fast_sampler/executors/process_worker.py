@@ -17,6 +17,7 @@ import cloudpickle
 
 from fast_sampler.spaces import ObsLayout
 
+
 def _describe(exc: Exception) -> str:
     """One summary line first (for messages and regexes), then the worker's traceback."""
     return f"{type(exc).__name__}: {exc}\n--- worker traceback ---\n{traceback.format_exc()}"

@@ -163,7 +163,9 @@ class RayExecutor(Executor):
     def _restart(self, clip: int) -> None:
         self.worker_restarts += 1
         if self.worker_restarts > self.max_restarts:
-            raise WorkerCrashedError(clip, f"Ray actor died again after {self.max_restarts} restarts in total; giving up")
+            raise WorkerCrashedError(
+                clip, f"Ray actor died again after {self.max_restarts} restarts in total; giving up"
+            )
         old = self._actors[clip]
         if old is not None:
             self._ray.kill(old)

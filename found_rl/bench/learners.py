@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -53,7 +54,13 @@ def evaluate(policy_act: Callable[[Any], Any], env_id: str, seed: int, episodes:
     return float(np.mean(returns))
 
 
-def train_sac_pendulum(seed: int, total_steps: int = 20_000, learning_starts: int = 1_000) -> RunResult:
+def train_sac_pendulum(
+    seed: int,
+    total_steps: int = 20_000,
+    learning_starts: int = 1_000,
+    eval_episodes: int = EVAL_EPISODES,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
     """CleanRL-style SAC loop on Pendulum-v1 (actions rescaled to [-1, 1])."""
     import gymnasium as gym
     import numpy as np
@@ -78,7 +85,7 @@ def train_sac_pendulum(seed: int, total_steps: int = 20_000, learning_starts: in
     buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
 
     obs, _ = env.reset(seed=seed)
-    episode = 0
+    episode, episode_return = 0, 0.0
     for global_step in range(1, total_steps + 1):
         # ALGO LOGIC: action logic
         if global_step <= learning_starts:
@@ -89,19 +96,29 @@ def train_sac_pendulum(seed: int, total_steps: int = 20_000, learning_starts: in
         buffer.add(obs[None], action[None], np.array([reward]), next_obs[None], np.array([terminated]),
                    np.array([truncated]), step_ids=[(0, episode, global_step)])
         obs = next_obs
+        episode_return += float(reward)
         if terminated or truncated:
+            if progress is not None:
+                progress(f"sac seed {seed} step {global_step} episode {episode} return {episode_return:.1f}")
             obs, _ = env.reset()
-            episode += 1
+            episode, episode_return = episode + 1, 0.0
         # ALGO LOGIC: training
         if global_step > learning_starts:
             sac.update(buffer.sample(config.batch_size, rng), global_step)
     env.close()
     policy = sac.policy()
-    eval_return = evaluate(lambda o: policy.act(o), "Pendulum-v1", seed=10_000 + seed, rescale=True)
+    eval_return = evaluate(lambda o: policy.act(o), "Pendulum-v1", seed=10_000 + seed, episodes=eval_episodes, rescale=True)
     return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
 
 
-def train_ppo_cartpole(seed: int, total_steps: int = 200_000, num_envs: int = 8, num_steps: int = 32) -> RunResult:
+def train_ppo_cartpole(
+    seed: int,
+    total_steps: int = 100_000,
+    num_envs: int = 8,
+    num_steps: int = 32,
+    eval_episodes: int = EVAL_EPISODES,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
     """CleanRL-style PPO loop on CartPole-v1 with gymnasium's sync vector env (SB3 zoo settings)."""
     import gymnasium as gym
     import numpy as np
@@ -132,6 +149,7 @@ def train_ppo_cartpole(seed: int, total_steps: int = 200_000, num_envs: int = 8,
     obs, _ = envs.reset(seed=seed)
     global_step = 0
     valid = torch.ones(num_envs)  # gymnasium resets in place: every row is a real transition
+    episode_returns, running = [], np.zeros(num_envs)
     while global_step + num_envs * num_steps <= total_steps:
         storage.reset()
         for _ in range(num_steps):
@@ -146,11 +164,16 @@ def train_ppo_cartpole(seed: int, total_steps: int = 200_000, num_envs: int = 8,
             storage.add(obs_tensor, actions, log_probs, values, torch.as_tensor(rewards, dtype=torch.float32),
                         torch.as_tensor(terminated), torch.as_tensor(truncated), valid, final_values)
             obs = next_obs
+            running += rewards
+            episode_returns += list(running[terminated | truncated])
+            running[terminated | truncated] = 0.0
         rollout = storage.compute_returns(ppo.value(torch.as_tensor(obs, dtype=torch.float32)), config.gamma, config.gae_lambda)
         ppo.update(rollout, global_step)
+        if progress is not None and episode_returns:
+            progress(f"ppo seed {seed} step {global_step} mean return (last 20 episodes) {np.mean(episode_returns[-20:]):.1f}")
     envs.close()
     policy = ppo.policy()
-    eval_return = evaluate(lambda o: int(policy.act(o)), "CartPole-v1", seed=10_000 + seed)
+    eval_return = evaluate(lambda o: int(policy.act(o)), "CartPole-v1", seed=10_000 + seed, episodes=eval_episodes)
     return RunResult(seed, eval_return, time.perf_counter() - start, global_step)
 
 
@@ -171,8 +194,15 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
     sac_steps, ppo_steps = (3_000, 30_000) if args.quick else (args.sac_steps, args.ppo_steps)
-    sac = _summary([train_sac_pendulum(seed, sac_steps, learning_starts=min(1_000, sac_steps // 4)) for seed in seeds])
-    ppo = _summary([train_ppo_cartpole(seed, ppo_steps) for seed in seeds])
+    progress = None if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
+    sac = _summary([
+        train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress if args.verbose else None)
+        for seed in seeds
+    ])
+    ppo = _summary([
+        train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress if args.verbose else None)
+        for seed in seeds
+    ])
     report = {
         "sac_pendulum_return": sac["mean"],
         "sac_pendulum_return_std": sac["std"],
@@ -214,7 +244,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=_positive_int, default=3, help="independent runs per learner (default 3)")
     parser.add_argument("--quick", action="store_true", help="short smoke run (SAC 3k, PPO 30k steps); not a parity check")
     parser.add_argument("--sac-steps", type=_positive_int, default=20_000, help="SAC env steps (default 20000)")
-    parser.add_argument("--ppo-steps", type=_positive_int, default=200_000, help="PPO env steps (default 200000)")
+    parser.add_argument("--ppo-steps", type=_positive_int, default=100_000, help="PPO env steps (default 100000; target: within 200000)")
+    parser.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES, help="deterministic evaluation episodes per run")
+    parser.add_argument("--verbose", action="store_true", help="print training progress to stderr")
     parser.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads (default 1)")
     parser.set_defaults(run=run)
 

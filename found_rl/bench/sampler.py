@@ -81,10 +81,13 @@ class MlpPolicy:
             return self.net(self._torch.as_tensor(state, dtype=self._torch.float32)).numpy()
 
 
-def measure(sampler_name: str, env_fns: list, policy: MlpPolicy, args: argparse.Namespace, transitions: int) -> Measurement:
+def measure(
+    sampler_name: str, env_fns: list, policy: MlpPolicy, args: argparse.Namespace, transitions: int
+) -> Measurement:
+    """Run one sampler until it has ``transitions`` valid transitions; worker start-up is not timed."""
     from fast_sampler import FastSampler, GlobalResetSampler, PerClipResetSampler, ProcessExecutor, SingleClipSampler
 
-    executor = ProcessExecutor(env_fns, timeout_s=300)  # start-up is not timed
+    executor = ProcessExecutor(env_fns, timeout_s=300)
     if sampler_name == "fast":
         sampler = FastSampler(executor, policy, rho=args.rho, seed=args.seed)
     elif sampler_name == "global_reset":
@@ -99,7 +102,9 @@ def measure(sampler_name: str, env_fns: list, policy: MlpPolicy, args: argparse.
             sampler.step()
         seconds = time.perf_counter() - started_at
         stats = sampler.stats
-    return Measurement(sampler_name, len(env_fns), stats.valid_transitions, seconds, stats.valid_fraction, stats.env_time_share)
+    return Measurement(
+        sampler_name, len(env_fns), stats.valid_transitions, seconds, stats.valid_fraction, stats.env_time_share
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if not step_ms > 0:
         raise ValueError(f"--step-ms: expected a positive latency, got {step_ms}")
     default_transitions = 300 if args.quick else (1000 if args.env == "sumo" else 4000)
-    transitions = args.transitions or default_transitions
+    transitions = args.transitions if args.transitions is not None else default_transitions
     if transitions < 1:
         raise ValueError(f"--transitions: expected an int >= 1, got {transitions}")
 
@@ -148,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_report(results: list[Measurement], env: str, description: str, transitions: int, clip_counts: list[int]) -> dict:
+def build_report(
+    results: list[Measurement], env: str, description: str, transitions: int, clip_counts: list[int]
+) -> dict[str, Any]:
+    """The ``--json`` object; ``results[0]`` is the single-clip reference."""
     single = results[0]
     report: dict[str, Any] = {
         "env": env,

@@ -58,7 +58,8 @@ def fill_boxes(channel: np.ndarray, corners_px: np.ndarray, refill_px: np.ndarra
     if len(corners_px):
         cv2.fillPoly(channel, corners_px, value, cv2.LINE_8, FIXED_POINT_BITS)
     for corners in refill_px:
-        cv2.fillConvexPoly(channel, corners, value, cv2.LINE_8, FIXED_POINT_BITS)
+        # fillPoly, not fillConvexPoly: the two rasterise edges differently.
+        cv2.fillPoly(channel, corners[None], value, cv2.LINE_8, FIXED_POINT_BITS)
 
 
 def draw_segments(channel: np.ndarray, segments_px: np.ndarray, width_px: int, value: int) -> None:

@@ -85,10 +85,12 @@ def rasterize_map(
     min_x, min_y, max_x, max_y = _extent(geometry)
     width_m, height_m = max_x - min_x + 2 * _MARGIN_M, max_y - min_y + 2 * _MARGIN_M
     resolution = pixels_per_m
-    if width_m * height_m * resolution**2 > max_pixels:
-        resolution = math.sqrt(max_pixels / (width_m * height_m))
-    width_px = max(int(math.ceil(width_m * resolution)), 1)
-    height_px = max(int(math.ceil(height_m * resolution)), 1)
+    while True:
+        width_px = max(int(math.ceil(width_m * resolution)), 1)
+        height_px = max(int(math.ceil(height_m * resolution)), 1)
+        if width_px * height_px <= max_pixels:
+            break
+        resolution *= min(math.sqrt(max_pixels / (width_px * height_px)), 0.999)
     origin = (min_x - _MARGIN_M, min_y - _MARGIN_M)
 
     def to_fixed_point(points: np.ndarray) -> np.ndarray:

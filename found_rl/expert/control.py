@@ -144,13 +144,18 @@ def desired_speed(observation: ExpertObservation, route_ego: np.ndarray, config:
     speed = config.cruise_speed_mps
     lag_m = config.reaction_time_s * max(observation.speed_mps, 0.0)
     for distance_m, limit_mps in speed_constraints(observation, route_ego, config):
-        gap_m = max(distance_m - lag_m, 0.0)
-        # The braking curve sqrt(u² + 2 b d), with a linear tail so the car creeps to rest
-        # instead of arriving at the point with a speed it then cannot shed.
-        reachable = min(
-            math.sqrt(limit_mps**2 + 2.0 * config.comfort_decel_mps2 * gap_m),
-            limit_mps + config.approach_gain_per_s * gap_m,
-        )
+        gap_m = distance_m - lag_m
+        if gap_m >= 0.0:
+            # The braking curve sqrt(u² + 2 b d), with a linear tail so the car creeps to rest
+            # instead of arriving at the point with a speed it then cannot shed.
+            reachable = min(
+                math.sqrt(limit_mps**2 + 2.0 * config.comfort_decel_mps2 * gap_m),
+                limit_mps + config.approach_gain_per_s * gap_m,
+            )
+        else:
+            # Already inside the margin (e.g. closer to the leader than the IDM gap): go
+            # slower than the constraint's speed until the margin opens again.
+            reachable = max(limit_mps + config.approach_gain_per_s * gap_m, 0.0)
         speed = min(speed, reachable)
     return speed
 

@@ -57,11 +57,13 @@ class ExpertObserver:
         self._arc_m = np.zeros(0)
         self._index: int | None = None
         self._served_stops: set[str] = set()
+        self._previous_vehicles: tuple[float, dict[str, np.ndarray]] | None = None
 
     def reset(self) -> None:
         self._route = None
         self._index = None
         self._served_stops = set()
+        self._previous_vehicles = None
 
     @property
     def route_index(self) -> int | None:
@@ -81,6 +83,8 @@ class ExpertObserver:
         arc_now = float(self._arc_m[index])
 
         leader = hazards.leading_vehicle(snapshot, index, horizon_m=self.config.leader_horizon_m)
+        leader_speed_mps = None if leader is None else self._leader_speed_mps(snapshot, leader, index)
+        self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy)))
         light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
         walker_distance_m = self._nearest_walker_m(snapshot, index)
         return ExpertObservation(
@@ -88,7 +92,7 @@ class ExpertObserver:
             command=int(route_command(route, index)),
             route_ego=self._route_ahead_ego(snapshot, arc_now),
             leader_gap_m=None if leader is None else float(leader.distance_m),
-            leader_speed_mps=None if leader is None else float(leader.speed_along_route_mps),
+            leader_speed_mps=leader_speed_mps,
             light_state=0 if light is None else int(light.state),
             light_distance_m=None if light is None else float(light.distance_m),
             light_remaining_ratio=-1.0 if light is None else float(light.remaining_ratio),
@@ -96,6 +100,26 @@ class ExpertObserver:
             walker_distance_m=walker_distance_m,
             remaining_route_m=max(float(self._arc_m[-1]) - arc_now, 0.0),
         )
+
+    def _leader_speed_mps(self, snapshot: WorldSnapshot, leader: hazards.ActorHazard, index: int) -> float:
+        """The leader's speed along the route: the lower of the reported and the measured one.
+
+        The measured speed (its displacement since the last observation) guards against a
+        simulator that reports a speed for a vehicle that is in fact not moving.
+        """
+        reported = float(leader.speed_along_route_mps)
+        previous = self._previous_vehicles
+        if previous is None:
+            return reported
+        time_s, positions = previous
+        last_xy = positions.get(leader.actor_id)
+        dt_s = snapshot.time_s - time_s
+        if last_xy is None or dt_s <= 0.0:
+            return reported
+        yaw = math.radians(float(snapshot.route.yaw_deg[index]))
+        moved = snapshot.vehicles.xy[leader.index] - last_xy
+        measured = float(moved[0] * math.cos(yaw) + moved[1] * math.sin(yaw)) / dt_s
+        return min(reported, measured)
 
     def _nearest_walker_m(self, snapshot: WorldSnapshot, index: int) -> float | None:
         """Distance to the nearest walker in the path now or after ``walker_predict_s``.

@@ -119,7 +119,12 @@ def ego_corners(ego: EgoState, with_centre: bool = False) -> np.ndarray:
     fx, fy = ego.half_extent[0] * cos, ego.half_extent[0] * sin
     rx, ry = -ego.half_extent[1] * sin, ego.half_extent[1] * cos
     x, y = ego.xy[0], ego.xy[1]
-    corners = [[x + fx - rx, y + fy - ry], [x + fx + rx, y + fy + ry], [x - fx + rx, y - fy + ry], [x - fx - rx, y - fy - ry]]
+    corners = [
+        [x + fx - rx, y + fy - ry],
+        [x + fx + rx, y + fy + ry],
+        [x - fx + rx, y - fy + ry],
+        [x - fx - rx, y - fy - ry],
+    ]
     if with_centre:
         corners.append([x, y])
     return np.array(corners)

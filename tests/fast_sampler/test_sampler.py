@@ -86,11 +86,13 @@ def test_step_ids_are_unique_consecutive_and_follow_the_observations(make) -> No
     horizon, num_clips = rollout.valid.shape
     seen: set[StepId] = set()
     for clip in range(num_clips):
-        previous: tuple[int, int] | None = None
+        previous: tuple[int, int] | None = None  # (episode, step) of the clip's last valid row
+        t_previous = -1
         for t in range(horizon):
             if not rollout.valid[t, clip]:
                 continue
-            step_id = StepId(int(rollout.clip_index[t, clip]), int(rollout.episode_index[t, clip]), int(rollout.step_index[t, clip]))
+            id_arrays = (rollout.clip_index, rollout.episode_index, rollout.step_index)
+            step_id = StepId(*(int(ids[t, clip]) for ids in id_arrays))
             assert step_id.clip == clip and step_id not in seen
             seen.add(step_id)
             if previous is not None and previous[0] == step_id.episode:
@@ -145,7 +147,7 @@ def test_transition_stream_yields_exactly_the_valid_rows() -> None:
         transitions = list(sampler.transitions(rollout.num_valid))
     expected = [(t, n) for t in range(12) for n in range(3) if rollout.valid[t, n]]
     assert len(transitions) == len(expected)
-    for transition, (t, n) in zip(transitions, expected):
+    for transition, (t, n) in zip(transitions, expected, strict=True):
         assert transition.step_id == StepId(n, int(rollout.episode_index[t, n]), int(rollout.step_index[t, n]))
         np.testing.assert_array_equal(transition.obs, rollout.obs[t, n])
         np.testing.assert_array_equal(transition.next_obs, rollout.next_obs[t, n])
@@ -153,7 +155,6 @@ def test_transition_stream_yields_exactly_the_valid_rows() -> None:
         assert transition.reward == pytest.approx(rollout.rewards[t, n])
         assert (transition.terminated, transition.truncated) == (rollout.terminated[t, n], rollout.truncated[t, n])
         assert transition.info["t"] == rollout.step_index[t, n] + 1
-        assert transition.info["step_id"] == transition.step_id
 
 
 def test_same_seed_gives_the_same_rollout_with_dict_observations() -> None:
@@ -175,7 +176,8 @@ def test_rollout_tensors_keep_shapes_and_masks() -> None:
     with FastSampler(env_fns([[2], [3]], dict_obs=True), lambda o: np.zeros((2, 2)), rho=1.0, seed=0) as sampler:
         tensors = sampler.collect(3).tensors()
     assert tensors["obs"]["image"].shape == (3, 2, 3, 8, 8) and tensors["obs"]["image"].dtype == torch.uint8
-    assert tensors["valid"].dtype == torch.bool and tensors["valid"].tolist() == [[True, True], [True, True], [False, True]]
+    assert tensors["valid"].dtype == torch.bool
+    assert tensors["valid"].tolist() == [[True, True], [True, True], [False, True]]
 
 
 @pytest.mark.parametrize("rho", [0.0, -0.5, 1.5, float("nan")])

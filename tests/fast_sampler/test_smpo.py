@@ -11,7 +11,6 @@ import torch
 from fast_sampler.smpo import masked_gae, masked_mean, masked_normalize
 
 
-
 @pytest.fixture(autouse=True)
 def float64_by_default():
     """Compare in float64 so 1e-6 checks measure the method, not float32 rounding."""
@@ -148,7 +147,10 @@ def random_padded_rollout(seed: int, horizon: int = 12, num_clips: int = 5) -> d
     return {key: torch.as_tensor(value) for key, value in rollout.items()}
 
 
-def split_into_episodes(rollout: dict[str, torch.Tensor]) -> tuple[list[dict[str, np.ndarray]], list[list[tuple[int, int]]]]:
+def split_into_episodes(
+    rollout: dict[str, torch.Tensor],
+) -> tuple[list[dict[str, np.ndarray]], list[list[tuple[int, int]]]]:
+    """Cut a padded rollout into its episodes: their values and their (t, n) cells."""
     episodes, positions = [], []
     horizon, num_clips = rollout["valid"].shape
     for clip in range(num_clips):
@@ -175,7 +177,7 @@ def test_masked_gae_agrees_with_a_per_episode_loop_on_random_masks(seed: int) ->
     )
     assert torch.isfinite(advantages).all() and torch.isfinite(returns).all()
     episodes, positions = split_into_episodes(rollout)
-    for expected, cells in zip(gae_by_episode_loop(episodes, gamma, gae_lambda), positions):
+    for expected, cells in zip(gae_by_episode_loop(episodes, gamma, gae_lambda), positions, strict=True):
         got = np.array([advantages[cell].item() for cell in cells])
         np.testing.assert_allclose(got, expected, atol=1e-12)
     padding = rollout["valid"] == 0
@@ -257,7 +259,7 @@ def test_ppo_loss_and_gradients_on_padded_batch_equal_unpadded(seed: int) -> Non
     plain_grads = torch.autograd.grad(plain_loss, list(model.parameters()))
 
     torch.testing.assert_close(padded_loss, plain_loss, atol=1e-6, rtol=0)
-    for padded, plain in zip(padded_grads, plain_grads):
+    for padded, plain in zip(padded_grads, plain_grads, strict=True):
         torch.testing.assert_close(padded, plain, atol=1e-6, rtol=0)
         assert torch.isfinite(padded).all()
 
@@ -283,5 +285,5 @@ def test_masked_gae_on_a_sampled_fast_rollout_matches_per_episode_gae() -> None:
     advantages, _ = masked_gae(**rollout, gamma=0.95, gae_lambda=0.9)
     episodes, positions = split_into_episodes(rollout)
     assert len(positions) > 10
-    for expected, cells in zip(gae_by_episode_loop(episodes, 0.95, 0.9), positions):
+    for expected, cells in zip(gae_by_episode_loop(episodes, 0.95, 0.9), positions, strict=True):
         np.testing.assert_allclose([advantages[cell].item() for cell in cells], expected, atol=1e-9)

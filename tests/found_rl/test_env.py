@@ -100,6 +100,18 @@ def test_reset_options_are_checked():
     assert env.snapshot.route.route_id == "straight-1"
 
 
+def test_random_route_scenarios_refuse_a_route_index():
+    env = make_env(backend=ScriptedBackend(num_routes=0), observation="state")
+    env.reset(seed=0)  # the backend draws the route
+    with pytest.raises(ValueError, match="random routes"):
+        env.reset(options={"route_index": 0})
+
+
+def test_missing_scenario_file_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        DrivingEnv(tmp_path / "missing.yaml")
+
+
 def test_unknown_reward_name_is_an_error():
     with pytest.raises(ValueError, match="reward"):
         make_env(reward="dense")
@@ -124,11 +136,11 @@ def test_same_seed_gives_the_same_rollout():
     second = rollout(make_env(), actions, seed=7)
     other = rollout(make_env(), actions, seed=8)
     assert len(first) == len(second)
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a[0]["bev"], b[0]["bev"])
         np.testing.assert_array_equal(a[0]["state"], b[0]["state"])
         assert a[1:] == b[1:]  # rewards, flags and infos
-    assert any(not np.array_equal(a[0]["bev"], b[0]["bev"]) for a, b in zip(first, other))
+    assert any(not np.array_equal(a[0]["bev"], b[0]["bev"]) for a, b in zip(first, other, strict=False))
 
 
 def test_driving_the_route_completes_it():
@@ -239,7 +251,7 @@ def test_sumo_same_seed_gives_the_same_rollout(quick_scenario):
     first = drive_sumo(quick_scenario, seed=3, steps=40)
     second = drive_sumo(quick_scenario, seed=3, steps=40)
     assert len(first) == len(second) > 1
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a[0]["bev"], b[0]["bev"])
         np.testing.assert_array_equal(a[0]["state"], b[0]["state"])
         assert a[1:] == b[1:]

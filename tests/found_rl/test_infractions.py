@@ -16,8 +16,8 @@ from found_rl.infractions import (
     InfractionMonitor,
     InfractionReport,
     box_corners,
-    ego_corners,
     boxes_overlap,
+    ego_corners,
     segments_cross,
 )
 from found_rl.route_progress import RouteTracker
@@ -215,7 +215,7 @@ def test_completing_the_route_terminates():
 def test_distance_in_the_oncoming_lane_counts_as_outside_route_lanes():
     ys = [Y, Y, -Y, -Y, -Y, Y]
     lanes = ["east", "east", "west", "west", "west", "east"]
-    scenes = [snapshot(i, (10.0 + 2 * i, y), lane_id=lane) for i, (y, lane) in enumerate(zip(ys, lanes))]
+    scenes = [snapshot(i, (10.0 + 2 * i, y), lane_id=lane) for i, (y, lane) in enumerate(zip(ys, lanes, strict=True))]
     reports = drive(scenes)
     assert [r.is_outside_route_lanes for r in reports] == [False, True, True, True, False]
     # Steps into, along and along the west lane: hypot(2, 3.5) + 2 + 2.

@@ -30,12 +30,28 @@ def test_there_are_720_distinct_captions_in_command_speed_action_order():
     )
 
 
-@pytest.mark.parametrize(("command", "row"), [(1, 0), (2, 1), (3, 2), (4, 3), (5, 4), (6, 5), (-1, 3), (0, 3), (9, 3)])
+@pytest.mark.parametrize(
+    ("command", "row"),
+    [(1, 0), (2, 1), (3, 2), (4, 3), (5, 4), (6, 5), (-1, 3), (0, 3), (9, 3)],
+)
 def test_command_rows_follow_roadoption_minus_one_and_void_is_lane_follow(command, row):
     assert command_index(command) == row
 
 
-@pytest.mark.parametrize(("speed", "expected"), [(-1.0, 0), (0.0, 0), (0.09, 0), (0.1, 1), (1.99, 1), (2.0, 2), (4.49, 2), (4.5, 3), (30.0, 3)])
+@pytest.mark.parametrize(
+    ("speed", "expected"),
+    [
+        (-1.0, 0),
+        (0.0, 0),
+        (0.09, 0),
+        (0.1, 1),
+        (1.99, 1),
+        (2.0, 2),
+        (4.49, 2),
+        (4.5, 3),
+        (30.0, 3),
+    ],
+)
 def test_speed_bins_have_the_method_thresholds(speed, expected):
     assert speed_bin(speed) == expected
 
@@ -43,7 +59,12 @@ def test_speed_bins_have_the_method_thresholds(speed, expected):
 @pytest.mark.parametrize(
     ("acc", "steer", "lon", "lat"),
     [
-        (1.0, 0.0, "accelerating fast", "going straight"),  # the public code called this idling + right sharply
+        (
+            1.0,
+            0.0,
+            "accelerating fast",
+            "going straight",
+        ),  # the public code called this idling + right sharply
         (0.5, 0.2, "accelerating", "turning right"),
         (0.2, -0.2, "accelerating gently", "turning left"),
         (0.04, 0.31, "idling", "turning right sharply"),
@@ -63,10 +84,15 @@ def test_neighbour_sets_are_products_of_lon_and_lat_neighbours():
         return LON_PHRASES.index(lon) * 5 + LAT_PHRASES.index(lat)
 
     a = idx("accelerating", "turning right")
-    expected = {idx(lon, lat) for lon in ("accelerating fast", "accelerating", "accelerating gently")
-                for lat in ("turning right", "turning right sharply")}
+    expected = {
+        idx(lon, lat)
+        for lon in ("accelerating fast", "accelerating", "accelerating gently")
+        for lat in ("turning right", "turning right sharply")
+    }
     assert set(np.flatnonzero(NEIGHBOUR_MASK[a])) == expected
-    assert set(np.flatnonzero(NEIGHBOUR_MASK[idx("idling", "going straight")])) == {idx("idling", "going straight")}
+    assert set(np.flatnonzero(NEIGHBOUR_MASK[idx("idling", "going straight")])) == {
+        idx("idling", "going straight")
+    }
     assert NEIGHBOUR_MASK.diagonal().all()
 
 

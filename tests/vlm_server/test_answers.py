@@ -7,9 +7,15 @@ from vlm_server.answers import build_prompt, parse_answer
     ("text", "action"),
     [
         ('{"throttle": 0.5, "steer": -0.02, "brake": 0.0}', (0.5, -0.02)),
-        ('{"brake": 0.7, "steer": 0.1, "throttle": 0.0}', (-0.7, 0.1)),  # key order does not matter
+        (
+            '{"brake": 0.7, "steer": 0.1, "throttle": 0.0}',
+            (-0.7, 0.1),
+        ),  # key order does not matter
         ('Sure! {"Throttle": 0.3, "Steer": 0.2, "Brake": 0.1} done', (0.3, 0.2)),
-        ('throttle: 0.9, steer = 0.4, brake: 0', (0.9, 0.4)),  # not JSON: key-value fallback
+        (
+            "throttle: 0.9, steer = 0.4, brake: 0",
+            (0.9, 0.4),
+        ),  # not JSON: key-value fallback
         ('{"throttle": 0.5, "steer": 0.1, "brake": 0.0', (0.5, 0.1)),  # truncated JSON
         ('{"throttle": 2.0, "steer": -3, "brake": -1}', (1.0, -1.0)),  # clipped ranges
         ('{"throttle": "0.4", "steer": "0", "brake": "0"}', (0.4, 0.0)),
@@ -23,7 +29,13 @@ def test_answers_are_parsed_by_key_name(text, action):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "I would slow down.", '{"throttle": 0.5, "steer": 0.1}', "0.5, 0.1, 0.0", '{"throttle": NaN, "steer": 0, "brake": 0}'],
+    [
+        "",
+        "I would slow down.",
+        '{"throttle": 0.5, "steer": 0.1}',
+        "0.5, 0.1, 0.0",
+        '{"throttle": NaN, "steer": 0, "brake": 0}',
+    ],
 )
 def test_unparseable_answers_are_errors_not_zero_actions(text):
     parsed = parse_answer(text)

@@ -4,9 +4,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.vlm_server.conftest import rgb, server_config
 from vlm_server.app import SERVICES_KEY, create_app
-from vlm_server.backends.fixed_cost import FixedCostAdvisor, FixedCostScorer, expected_action
+from vlm_server.backends.fixed_cost import (
+    FixedCostAdvisor,
+    FixedCostScorer,
+    expected_action,
+)
 from vlm_server.client import advise_payload, clip_payload
 
 
@@ -23,9 +26,11 @@ async def ready_client(aiohttp_client, app):
     raise AssertionError("server never became ready")
 
 
-async def test_single_item_in_single_reply_out(aiohttp_client):
+async def test_single_item_in_single_reply_out(aiohttp_client, server_config, rgb):
     client = await ready_client(aiohttp_client, create_app(server_config()))
-    response = await client.post("/v1/advise", json={**advise_payload(rgb(), 3, 12.0), "id": "step-1"})
+    response = await client.post(
+        "/v1/advise", json={**advise_payload(rgb(), 3, 12.0), "id": "step-1"}
+    )
     assert response.status == 200
     reply = await response.json()
     assert reply["id"] == "step-1" and reply["ok"] is True
@@ -33,42 +38,76 @@ async def test_single_item_in_single_reply_out(aiohttp_client):
     assert set(reply["timing_ms"]) == {"queue", "model", "batch_size"}
 
 
-async def test_list_request_keeps_item_order(aiohttp_client):
+async def test_list_request_keeps_item_order(aiohttp_client, server_config):
     client = await ready_client(aiohttp_client, create_app(server_config()))
-    response = await client.post("/v1/advise", json={"items": [item(i) for i in range(20)]})
+    response = await client.post(
+        "/v1/advise", json={"items": [item(i) for i in range(20)]}
+    )
     replies = (await response.json())["items"]
     assert [r["id"] for r in replies] == [f"r{i}" for i in range(20)]
-    assert [r["action"][0] for r in replies] == pytest.approx([(i % 50) / 100 for i in range(20)])
+    assert [r["action"][0] for r in replies] == pytest.approx(
+        [(i % 50) / 100 for i in range(20)]
+    )
 
 
-async def test_clip_endpoint_returns_bonus_margin_and_stats(aiohttp_client):
-    app = create_app(server_config(advisor=None), clip_backend=FixedCostScorer(base_ms=0))
+async def test_clip_endpoint_returns_bonus_margin_and_stats(
+    aiohttp_client, server_config, rgb
+):
+    app = create_app(
+        server_config(advisor=None), clip_backend=FixedCostScorer(base_ms=0)
+    )
     client = await ready_client(aiohttp_client, app)
-    response = await client.post("/v1/clip/score", json={**clip_payload(rgb(), 4, 3.0, (0.8, -0.1)), "id": "c"})
+    response = await client.post(
+        "/v1/clip/score", json={**clip_payload(rgb(), 4, 3.0, (0.8, -0.1)), "id": "c"}
+    )
     reply = await response.json()
     assert response.status == 200
-    assert reply["bonus"] == pytest.approx(0.2) and set(reply["stats"]) == {"count", "mean", "var"}
-    assert (await client.post("/v1/advise", json=item(0))).status == 404  # no advisor configured
+    assert reply["bonus"] == pytest.approx(0.2) and set(reply["stats"]) == {
+        "count",
+        "mean",
+        "var",
+    }
+    assert (
+        await client.post("/v1/advise", json=item(0))
+    ).status == 404  # no advisor configured
 
 
-async def test_per_item_backend_errors_do_not_fail_the_request(aiohttp_client):
+async def test_per_item_backend_errors_do_not_fail_the_request(
+    aiohttp_client, server_config
+):
     app = create_app(server_config(options={"base_ms": 0, "error_id_prefix": "bad"}))
     client = await ready_client(aiohttp_client, app)
     items = [item(0), {**item(1), "id": "bad-1"}]
-    replies = (await (await client.post("/v1/advise", json={"items": items})).json())["items"]
+    replies = (await (await client.post("/v1/advise", json={"items": items})).json())[
+        "items"
+    ]
     assert replies[0]["ok"] is True
-    assert {k: replies[1][k] for k in ("id", "ok", "error")} == {"id": "bad-1", "ok": False, "error": "injected item error"}
+    assert {k: replies[1][k] for k in ("id", "ok", "error")} == {
+        "id": "bad-1",
+        "ok": False,
+        "error": "injected item error",
+    }
 
 
-async def test_backend_crash_gives_error_replies_without_traceback_and_server_survives(aiohttp_client):
+async def test_backend_crash_gives_error_replies_without_traceback_and_server_survives(
+    aiohttp_client, server_config
+):
     app = create_app(server_config(options={"base_ms": 0, "fail_id_prefix": "boom"}))
     client = await ready_client(aiohttp_client, app)
-    reply = await (await client.post("/v1/advise", json={**item(0), "id": "boom"})).json()
-    assert reply["ok"] is False and "Traceback" not in reply["error"] and "injected" not in reply["error"]
+    reply = await (
+        await client.post("/v1/advise", json={**item(0), "id": "boom"})
+    ).json()
+    assert (
+        reply["ok"] is False
+        and "Traceback" not in reply["error"]
+        and "injected" not in reply["error"]
+    )
     assert (await client.post("/v1/advise", json=item(1))).status == 200
 
 
-async def test_readyz_waits_for_the_model_and_requests_get_503_meanwhile(aiohttp_client):
+async def test_readyz_waits_for_the_model_and_requests_get_503_meanwhile(
+    aiohttp_client, server_config
+):
     app = create_app(server_config(options={"base_ms": 0, "load_delay_s": 0.3}))
     client = await aiohttp_client(app)
     assert (await client.get("/healthz")).status == 200
@@ -79,12 +118,15 @@ async def test_readyz_waits_for_the_model_and_requests_get_503_meanwhile(aiohttp
     assert (await client.get("/readyz")).status == 200
 
 
-async def test_full_queue_answers_429_with_retry_after(aiohttp_client):
+async def test_full_queue_answers_429_with_retry_after(aiohttp_client, server_config):
     config = server_config(
-        batching={"max_batch_size": 1, "max_wait_ms": 0, "max_queue_size": 2}, options={"base_ms": 200}
+        batching={"max_batch_size": 1, "max_wait_ms": 0, "max_queue_size": 2},
+        options={"base_ms": 200},
     )
     client = await ready_client(aiohttp_client, create_app(config))
-    requests = [asyncio.ensure_future(client.post("/v1/advise", json=item(i))) for i in range(3)]
+    requests = [
+        asyncio.ensure_future(client.post("/v1/advise", json=item(i))) for i in range(3)
+    ]
     await asyncio.sleep(0.1)  # one running, two queued: the queue is full
     refused = await client.post("/v1/advise", json=item(9))
     assert refused.status == 429
@@ -93,12 +135,16 @@ async def test_full_queue_answers_429_with_retry_after(aiohttp_client):
     assert [r.status for r in await asyncio.gather(*requests)] == [200, 200, 200]
 
 
-async def test_deadline_answers_504_and_the_server_keeps_serving(aiohttp_client):
+async def test_deadline_answers_504_and_the_server_keeps_serving(
+    aiohttp_client, server_config
+):
     config = server_config(request_timeout_ms=100, options={"base_ms": 300})
     client = await ready_client(aiohttp_client, create_app(config))
     response = await client.post("/v1/advise", json=item(0))
     assert response.status == 504 and "deadline" in (await response.json())["error"]
-    short = await client.post("/v1/advise", json=item(1), headers={"X-Deadline-Ms": "20"})
+    short = await client.post(
+        "/v1/advise", json=item(1), headers={"X-Deadline-Ms": "20"}
+    )
     assert short.status == 504
     await asyncio.sleep(0.7)
     fast = create_app(server_config(request_timeout_ms=2000, options={"base_ms": 0}))
@@ -106,8 +152,12 @@ async def test_deadline_answers_504_and_the_server_keeps_serving(aiohttp_client)
     assert (await fast_client.post("/v1/advise", json=item(2))).status == 200
 
 
-async def test_token_is_required_when_configured_but_probes_stay_open(aiohttp_client):
-    client = await ready_client(aiohttp_client, create_app(server_config(token="s3cret-token")))
+async def test_token_is_required_when_configured_but_probes_stay_open(
+    aiohttp_client, server_config
+):
+    client = await ready_client(
+        aiohttp_client, create_app(server_config(token="s3cret-token"))
+    )
     assert (await client.post("/v1/advise", json=item(0))).status == 401
     wrong = {"Authorization": "Bearer nope-nope"}
     assert (await client.post("/v1/advise", json=item(0), headers=wrong)).status == 401
@@ -117,13 +167,15 @@ async def test_token_is_required_when_configured_but_probes_stay_open(aiohttp_cl
     assert (await client.get("/healthz")).status == 200
 
 
-def test_non_loopback_host_without_token_is_refused():
+def test_non_loopback_host_without_token_is_refused(server_config):
     with pytest.raises(ValueError, match="token"):
         server_config(host="0.0.0.0")
     assert server_config(host="0.0.0.0", token="long-enough-token").host == "0.0.0.0"
 
 
-async def test_metrics_expose_requests_batches_queue_and_latency(aiohttp_client):
+async def test_metrics_expose_requests_batches_queue_and_latency(
+    aiohttp_client, server_config
+):
     client = await ready_client(aiohttp_client, create_app(server_config()))
     await client.post("/v1/advise", json={"items": [item(i) for i in range(5)]})
     await client.post("/v1/advise", json={"id": "x"})
@@ -140,10 +192,13 @@ async def test_metrics_expose_requests_batches_queue_and_latency(aiohttp_client)
         assert name in text
 
 
-async def test_shutdown_drains_in_flight_requests():
+async def test_shutdown_drains_in_flight_requests(server_config):
     """Stopping the server mid-load still answers every accepted request."""
     backend = FixedCostAdvisor(base_ms=100, per_item_ms=0)
-    app = create_app(server_config(batching={"max_batch_size": 4, "max_wait_ms": 0}), advisor_backend=backend)
+    app = create_app(
+        server_config(batching={"max_batch_size": 4, "max_wait_ms": 0}),
+        advisor_backend=backend,
+    )
     runner = web.AppRunner(app, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -154,17 +209,23 @@ async def test_shutdown_drains_in_flight_requests():
             await asyncio.sleep(0.01)
 
         async def post(i: int) -> tuple[int, dict]:
-            async with session.post(f"http://127.0.0.1:{port}/v1/advise", json=item(i)) as response:
+            async with session.post(
+                f"http://127.0.0.1:{port}/v1/advise", json=item(i)
+            ) as response:
                 return response.status, await response.json()
 
         requests = [asyncio.ensure_future(post(i)) for i in range(12)]
         batcher = app[SERVICES_KEY]["advisor"].batcher
-        for _ in range(500):  # wait until the server has accepted all 12: some running, the rest queued
+        for _ in range(
+            500
+        ):  # wait until the server has accepted all 12: some running, the rest queued
             if batcher.depth + sum(backend.batch_sizes) == 12 and batcher.depth > 0:
                 break
             await asyncio.sleep(0.01)
         await runner.cleanup()
         responses = await asyncio.gather(*requests)
         assert [status for status, _ in responses] == [200] * 12
-        assert sorted(reply["id"] for _, reply in responses) == sorted(f"r{i}" for i in range(12))
+        assert sorted(reply["id"] for _, reply in responses) == sorted(
+            f"r{i}" for i in range(12)
+        )
     assert sum(backend.batch_sizes) == 12

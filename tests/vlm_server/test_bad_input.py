@@ -9,12 +9,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.vlm_server.conftest import rgb, server_config
 from vlm_server.app import create_app
 from vlm_server.backends.fixed_cost import FixedCostScorer
 from vlm_server.images import encode_image
 
 GOOD = {"id": "ok", "command": 4, "speed_mps": 1.0}
+
+
+def rgb(height: int = 8, width: int = 8) -> np.ndarray:
+    return np.random.default_rng(0).integers(
+        0, 256, size=(height, width, 3), dtype=np.uint8
+    )
 
 
 def png_b64(array: np.ndarray) -> str:
@@ -28,9 +33,13 @@ def raw_image(**changes) -> dict:
 
 
 @pytest.fixture
-async def client(aiohttp_client):
-    config = server_config(max_body_bytes=64 * 1024, max_items_per_request=16, max_image_side=64,
-                           body_read_timeout_ms=300)
+async def client(aiohttp_client, server_config):
+    config = server_config(
+        max_body_bytes=64 * 1024,
+        max_items_per_request=16,
+        max_image_side=64,
+        body_read_timeout_ms=300,
+    )
     clip = FixedCostScorer(base_ms=0)
     clip.image_hw = (8, 8)
     client = await aiohttp_client(create_app(config, clip_backend=clip))
@@ -42,7 +51,12 @@ async def client(aiohttp_client):
     assert response.status == 200 and (await response.json())["ok"] is True
 
 
-async def post_raw(client, body: str | bytes, content_type: str = "application/json", path: str = "/v1/advise"):
+async def post_raw(
+    client,
+    body: str | bytes,
+    content_type: str = "application/json",
+    path: str = "/v1/advise",
+):
     return await client.post(path, data=body, headers={"Content-Type": content_type})
 
 
@@ -62,7 +76,10 @@ async def post_raw(client, body: str | bytes, content_type: str = "application/j
         ('{"command": 4, "speed_mps": 1.0}', "id"),
         ('{"id": "a", "command": 4, "speed_mps": 1.0, "sped": 2}', "sped"),
         ('{"items": []}', "items"),
-        ('{"items": [{"id": "a", "command": 4, "speed_mps": 1.0}, {"id": "b", "command": 4}]}', "items[1].speed_mps"),
+        (
+            '{"items": [{"id": "a", "command": 4, "speed_mps": 1.0}, {"id": "b", "command": 4}]}',
+            "items[1].speed_mps",
+        ),
         ("[1, 2, 3]", "body"),
         ('"hello"', "body"),
         (b"\xff\xfe\x00garbage", "body"),
@@ -110,7 +127,9 @@ async def test_image_of_the_wrong_size_for_the_backend_is_400(client):
     assert (await client.post("/v1/clip/score", json=body)).status == 200
 
 
-@pytest.mark.parametrize("action", [[0.1], [0.1, 0.2, 0.3], [1.5, 0.0], [0.0, -1.01], ["a", 0.0]])
+@pytest.mark.parametrize(
+    "action", [[0.1], [0.1, 0.2, 0.3], [1.5, 0.0], [0.0, -1.01], ["a", 0.0]]
+)
 async def test_bad_clip_actions_are_400(client, action):
     body = {**GOOD, "image": encode_image(rgb()), "action": action}
     response = await client.post("/v1/clip/score", json=body)
@@ -125,7 +144,9 @@ async def test_wrong_content_type_is_415(client):
 
 
 async def test_oversized_body_is_413(client):
-    response = await client.post("/v1/advise", json={**GOOD, "state": {"pad": "x" * 100_000}})
+    response = await client.post(
+        "/v1/advise", json={**GOOD, "state": {"pad": "x" * 100_000}}
+    )
     assert response.status == 413
 
 
@@ -136,7 +157,9 @@ async def test_oversized_chunked_body_is_413(client):
             yield b"x" * 10_000
         yield b'"}}'
 
-    response = await client.post("/v1/advise", data=chunks(), headers={"Content-Type": "application/json"})
+    response = await client.post(
+        "/v1/advise", data=chunks(), headers={"Content-Type": "application/json"}
+    )
     assert response.status == 413
 
 
@@ -153,7 +176,9 @@ async def test_wrong_method_and_unknown_path_are_json_4xx(client):
 
 
 async def test_slow_client_gets_408_and_others_are_served_meanwhile(client):
-    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    reader, writer = await asyncio.open_connection(
+        client.server.host, client.server.port
+    )
     body = json.dumps(GOOD).encode()
     writer.write(
         b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -161,7 +186,9 @@ async def test_slow_client_gets_408_and_others_are_served_meanwhile(client):
         + body[:5]
     )
     await writer.drain()
-    assert (await client.post("/v1/advise", json=GOOD)).status == 200  # not blocked by the slow one
+    assert (
+        await client.post("/v1/advise", json=GOOD)
+    ).status == 200  # not blocked by the slow one
     status_line = await asyncio.wait_for(reader.readline(), timeout=5.0)
     assert b" 408 " in status_line
     writer.close()
@@ -170,7 +197,9 @@ async def test_slow_client_gets_408_and_others_are_served_meanwhile(client):
 async def test_client_disconnecting_mid_body_and_mid_request_does_not_hurt(client):
     # 1. gone halfway through the body
     _, writer = await asyncio.open_connection(client.server.host, client.server.port)
-    writer.write(b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"id")
+    writer.write(
+        b'POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"id'
+    )
     await writer.drain()
     writer.close()
     # 2. gone while its item is queued/being computed
@@ -178,16 +207,21 @@ async def test_client_disconnecting_mid_body_and_mid_request_does_not_hurt(clien
     body = json.dumps({"items": [GOOD] * 8}).encode()
     writer.write(
         b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
     )
     await writer.drain()
     writer.close()
     await asyncio.sleep(0.1)
-    responses = await asyncio.gather(*(client.post("/v1/advise", json={**GOOD, "id": str(i)}) for i in range(10)))
+    responses = await asyncio.gather(
+        *(client.post("/v1/advise", json={**GOOD, "id": str(i)}) for i in range(10))
+    )
     assert [r.status for r in responses] == [200] * 10
     assert (await client.get("/healthz")).status == 200
 
 
 async def test_bad_deadline_header_is_400(client):
-    response = await client.post("/v1/advise", json=GOOD, headers={"X-Deadline-Ms": "soon"})
+    response = await client.post(
+        "/v1/advise", json=GOOD, headers={"X-Deadline-Ms": "soon"}
+    )
     assert response.status == 400

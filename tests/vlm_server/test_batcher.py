@@ -3,7 +3,13 @@ import time
 
 import pytest
 
-from vlm_server.batcher import BackendError, Completed, DynamicBatcher, QueueFullError, ShuttingDownError
+from vlm_server.batcher import (
+    BackendError,
+    Completed,
+    DynamicBatcher,
+    QueueFullError,
+    ShuttingDownError,
+)
 from vlm_server.config import BatchingConfig
 
 
@@ -33,7 +39,9 @@ async def test_full_batch_flushes_without_waiting_for_the_timer():
     recorder = Recorder()
     batcher = make(recorder, max_batch_size=4, max_wait_ms=10_000)
     started = time.perf_counter()
-    results = await asyncio.wait_for(asyncio.gather(*batcher.submit([1, 2, 3, 4])), timeout=2.0)
+    results = await asyncio.wait_for(
+        asyncio.gather(*batcher.submit([1, 2, 3, 4])), timeout=2.0
+    )
     assert time.perf_counter() - started < 1.0
     assert [r.result for r in results] == [10, 20, 30, 40]
     assert recorder.batches == [[1, 2, 3, 4]]
@@ -139,7 +147,11 @@ async def test_concurrent_batches_are_bounded():
         active -= 1
         return items
 
-    batcher = DynamicBatcher("test", run, BatchingConfig(max_batch_size=1, max_wait_ms=0, max_concurrent_batches=3))
+    batcher = DynamicBatcher(
+        "test",
+        run,
+        BatchingConfig(max_batch_size=1, max_wait_ms=0, max_concurrent_batches=3),
+    )
     batcher.start()
     await asyncio.gather(*batcher.submit(list(range(12))))
     assert peak == 3

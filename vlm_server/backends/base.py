@@ -124,14 +124,20 @@ def load_backend(spec: str, options: dict[str, Any] | None = None) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"backend {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+        raise ValueError(
+            f"backend {spec!r}: cannot import module {module_name!r}: {exc}"
+        ) from exc
     cls = getattr(module, class_name, None)
     if cls is None:
-        raise ValueError(f"backend {spec!r}: module {module_name!r} has no attribute {class_name!r}")
+        raise ValueError(
+            f"backend {spec!r}: module {module_name!r} has no attribute {class_name!r}"
+        )
     try:
         return cls(**(options or {}))
     except TypeError as exc:
-        raise ValueError(f"backend {spec!r}: bad options {sorted(options or {})}: {exc}") from exc
+        raise ValueError(
+            f"backend {spec!r}: bad options {sorted(options or {})}: {exc}"
+        ) from exc
 
 
 def is_async_method(backend: Any, name: str) -> bool:

@@ -61,7 +61,9 @@ class OpenClipScorer:
         if image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {image_size}")
         if model_config_path is not None and not Path(model_config_path).is_file():
-            raise FileNotFoundError(f"model_config_path {model_config_path} does not exist")
+            raise FileNotFoundError(
+                f"model_config_path {model_config_path} does not exist"
+            )
         self.model_name = model_name
         self.pretrained = pretrained
         self.model_config_path = model_config_path
@@ -80,31 +82,53 @@ class OpenClipScorer:
         if self.model_config_path is not None:
             open_clip.add_model_config(self.model_config_path)
         model = open_clip.create_model(
-            self.model_name, pretrained=self.pretrained, force_image_size=self.image_hw[0], device=self.device
+            self.model_name,
+            pretrained=self.pretrained,
+            force_image_size=self.image_hw[0],
+            device=self.device,
         )
         model.eval()
         preprocess_cfg = getattr(model.visual, "preprocess_cfg", {}) or {}
-        self._mean = torch.tensor(preprocess_cfg.get("mean", OPENAI_MEAN), device=self.device).view(1, 3, 1, 1)
-        self._std = torch.tensor(preprocess_cfg.get("std", OPENAI_STD), device=self.device).view(1, 3, 1, 1)
+        self._mean = torch.tensor(
+            preprocess_cfg.get("mean", OPENAI_MEAN), device=self.device
+        ).view(1, 3, 1, 1)
+        self._std = torch.tensor(
+            preprocess_cfg.get("std", OPENAI_STD), device=self.device
+        ).view(1, 3, 1, 1)
         tokenizer = open_clip.get_tokenizer(self.model_name)
         captions = anchor_captions()
         with torch.inference_mode():
             chunks = [
-                model.encode_text(tokenizer(captions[i : i + TEXT_CHUNK]).to(self.device))
+                model.encode_text(
+                    tokenizer(captions[i : i + TEXT_CHUNK]).to(self.device)
+                )
                 for i in range(0, len(captions), TEXT_CHUNK)
             ]
             text = F.normalize(torch.cat(chunks).float(), dim=-1)
             self.logit_scale = float(model.logit_scale.exp())
-        shape = (len(COMMAND_PHRASES), len(SPEED_PHRASES), len(LON_PHRASES) * len(LAT_PHRASES), text.shape[-1])
+        shape = (
+            len(COMMAND_PHRASES),
+            len(SPEED_PHRASES),
+            len(LON_PHRASES) * len(LAT_PHRASES),
+            text.shape[-1],
+        )
         self.text_anchors = text.reshape(shape)
         self.model = model
-        logger.info("open_clip %s loaded (logit scale %.2f)", self.model_name, self.logit_scale)
+        logger.info(
+            "open_clip %s loaded (logit scale %.2f)", self.model_name, self.logit_scale
+        )
 
     def image_features(self, images: np.ndarray) -> torch.Tensor:
         """``[B, D]`` L2-normalised features of ``[B, H, W, 3]`` uint8 images."""
         if self.model is None:
             raise RuntimeError("OpenClipScorer.load() was not called")
-        pixels = torch.from_numpy(images).to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
+        pixels = (
+            torch.from_numpy(images)
+            .to(self.device)
+            .permute(0, 3, 1, 2)
+            .float()
+            .div_(255.0)
+        )
         pixels = (pixels - self._mean) / self._std
         with torch.inference_mode():
             return F.normalize(self.model.encode_image(pixels).float(), dim=-1)
@@ -114,8 +138,12 @@ class OpenClipScorer:
         if self.text_anchors is None:
             raise RuntimeError("OpenClipScorer.load() was not called")
         features = self.image_features(np.stack([item.image for item in items]))
-        rows = torch.tensor([command_index(item.command) for item in items], device=features.device)
-        bins = torch.tensor([speed_bin(item.speed_mps) for item in items], device=features.device)
+        rows = torch.tensor(
+            [command_index(item.command) for item in items], device=features.device
+        )
+        bins = torch.tensor(
+            [speed_bin(item.speed_mps) for item in items], device=features.device
+        )
         anchors = self.text_anchors[rows, bins]  # [B, 30, D]
         logits = self.logit_scale * torch.einsum("bd,bkd->bk", features, anchors)
         return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
@@ -127,6 +155,10 @@ class OpenClipScorer:
         for margin in alignment_margin(probs, indices):
             snapshot = self.stats.update(float(margin))
             bonus = normalised_bonus(float(margin), snapshot.mean, snapshot.var)
-            stats = {"count": snapshot.count, "mean": snapshot.mean, "var": snapshot.var}
+            stats = {
+                "count": snapshot.count,
+                "mean": snapshot.mean,
+                "var": snapshot.var,
+            }
             results.append(ClipResult(bonus, float(margin), stats))
         return results

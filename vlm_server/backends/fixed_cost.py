@@ -47,9 +47,13 @@ class _FixedCost:
         with self._lock:
             self.batch_sizes.append(len(ids))
             self.calls_in_flight += 1
-            self.max_calls_in_flight = max(self.max_calls_in_flight, self.calls_in_flight)
+            self.max_calls_in_flight = max(
+                self.max_calls_in_flight, self.calls_in_flight
+            )
         try:
-            if self.fail_id_prefix and any(i.startswith(self.fail_id_prefix) for i in ids):
+            if self.fail_id_prefix and any(
+                i.startswith(self.fail_id_prefix) for i in ids
+            ):
                 raise RuntimeError("injected backend failure")
             time.sleep((self.base_ms + self.per_item_ms * len(ids)) / 1000.0)
         finally:
@@ -68,7 +72,9 @@ class FixedCostAdvisor(_FixedCost):
         return [
             AdviseResult(None, error="injected item error")
             if self._is_error(item.id)
-            else AdviseResult(expected_action(item.command, item.speed_mps), text="fixed")
+            else AdviseResult(
+                expected_action(item.command, item.speed_mps), text="fixed"
+            )
             for item in items
         ]
 
@@ -81,6 +87,10 @@ class FixedCostScorer(_FixedCost):
         return [
             ClipResult(None, error="injected item error")
             if self._is_error(item.id)
-            else ClipResult(item.action[0] / 4.0, margin=0.0, stats={"count": 0, "mean": 0.0, "var": 0.0})
+            else ClipResult(
+                item.action[0] / 4.0,
+                margin=0.0,
+                stats={"count": 0, "mean": 0.0, "var": 0.0},
+            )
             for item in items
         ]

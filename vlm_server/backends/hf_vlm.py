@@ -42,9 +42,13 @@ class HuggingFaceAdvisor:
         model: Any = None,
     ) -> None:
         if model_path is None and (processor is None or model is None):
-            raise ValueError("HuggingFaceAdvisor needs model_path, or both processor and model")
+            raise ValueError(
+                "HuggingFaceAdvisor needs model_path, or both processor and model"
+            )
         if dtype not in ("auto", "float16", "bfloat16", "float32"):
-            raise ValueError(f"dtype must be auto, float16, bfloat16 or float32, got {dtype!r}")
+            raise ValueError(
+                f"dtype must be auto, float16, bfloat16 or float32, got {dtype!r}"
+            )
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.model_path = model_path
@@ -61,7 +65,9 @@ class HuggingFaceAdvisor:
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
         if self.processor is None:
-            self.processor = AutoProcessor.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
+            self.processor = AutoProcessor.from_pretrained(
+                self.model_path, trust_remote_code=self.trust_remote_code
+            )
         if self.model is None:
             dtype = self.dtype if self.dtype == "auto" else getattr(torch, self.dtype)
             self.model = AutoModelForImageTextToText.from_pretrained(
@@ -81,24 +87,42 @@ class HuggingFaceAdvisor:
         if usable:
             texts = [
                 self.processor.apply_chat_template(
-                    [{"role": "user", "content": [
-                        {"type": "image"},
-                        {"type": "text", "text": build_prompt(items[i].command, items[i].speed_mps, items[i].state)},
-                    ]}],
+                    [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "image"},
+                                {
+                                    "type": "text",
+                                    "text": build_prompt(
+                                        items[i].command,
+                                        items[i].speed_mps,
+                                        items[i].state,
+                                    ),
+                                },
+                            ],
+                        }
+                    ],
                     add_generation_prompt=True,
                     tokenize=False,
                 )
                 for i in usable
             ]
             images = [Image.fromarray(np.asarray(items[i].image)) for i in usable]
-            inputs = self.processor(text=texts, images=images, return_tensors="pt", padding=True).to(self.device)
+            inputs = self.processor(
+                text=texts, images=images, return_tensors="pt", padding=True
+            ).to(self.device)
             with torch.inference_mode():
-                output = self.model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False)
+                output = self.model.generate(
+                    **inputs, max_new_tokens=self.max_new_tokens, do_sample=False
+                )
             new_tokens = output[:, inputs["input_ids"].shape[1] :]
             answers = self.processor.batch_decode(new_tokens, skip_special_tokens=True)
             for i, answer in zip(usable, answers):
                 parsed = parse_answer(answer)
                 if parsed.action is None:
                     self.parse_failures += 1
-                results[i] = AdviseResult(parsed.action, text=answer, error=parsed.error)
+                results[i] = AdviseResult(
+                    parsed.action, text=answer, error=parsed.error
+                )
         return results  # type: ignore[return-value]

@@ -40,14 +40,20 @@ class OpenAICompatAdvisor:
         max_tokens: int = 32,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {base_url!r}"
+            )
         if max_concurrency < 1 or timeout_s <= 0 or max_tokens < 1:
-            raise ValueError("max_concurrency, timeout_s and max_tokens must be positive")
+            raise ValueError(
+                "max_concurrency, timeout_s and max_tokens must be positive"
+            )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
         if api_key_env and not self.api_key:
-            raise ValueError(f"api_key_env={api_key_env!r}: that environment variable is not set")
+            raise ValueError(
+                f"api_key_env={api_key_env!r}: that environment variable is not set"
+            )
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
@@ -79,7 +85,12 @@ class OpenAICompatAdvisor:
             png = await asyncio.to_thread(png_bytes, item.image)
             url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
             content.append({"type": "image_url", "image_url": {"url": url}})
-        content.append({"type": "text", "text": build_prompt(item.command, item.speed_mps, item.state)})
+        content.append(
+            {
+                "type": "text",
+                "text": build_prompt(item.command, item.speed_mps, item.state),
+            }
+        )
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": content}],
@@ -90,14 +101,20 @@ class OpenAICompatAdvisor:
             try:
                 async with self._session.post(self.url, json=body) as response:
                     if response.status != 200:
-                        return AdviseResult(None, error=f"upstream answered HTTP {response.status}")
+                        return AdviseResult(
+                            None, error=f"upstream answered HTTP {response.status}"
+                        )
                     reply = await response.json()
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                return AdviseResult(None, error=f"upstream request failed: {type(exc).__name__}")
+                return AdviseResult(
+                    None, error=f"upstream request failed: {type(exc).__name__}"
+                )
         try:
             text = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            return AdviseResult(None, error="upstream reply has no choices[0].message.content")
+            return AdviseResult(
+                None, error="upstream reply has no choices[0].message.content"
+            )
         if not isinstance(text, str):
             return AdviseResult(None, error="upstream content is not text")
         parsed = parse_answer(text)

@@ -10,6 +10,7 @@ drivers see it and react (ARCHITECTURE §2, §3).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import tempfile
@@ -46,6 +47,9 @@ WARM_STATE_SPACING_S = 15.0
 SPAWN_CLEARANCE_M = 15.0
 WALKER_CLEARANCE_M = 5.0
 MOVE_MATCH_M = 5.0
+# Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
+# this halves SUMO's car-following work per step.
+DRIVER_ACTION_STEP_S = 0.2
 _NO_ACTORS = ActorBoxes.empty()  # how far from a lane SUMO still maps the ego onto it
 
 
@@ -95,6 +99,7 @@ class SumoBackend:
         self._start_time_s = 0.0
         self._num_walkers = 0
         self._ego_route_id = ""
+        self._earliest_switch_s = -np.inf
         self._ego_half_extent = np.array([vehicle.length_m / 2.0, vehicle.width_m / 2.0])
 
     # ------------------------------------------------------------------ simulation lifetime
@@ -106,6 +111,7 @@ class SumoBackend:
         ts.start([
             sumolib.checkBinary("sumo"), "--net-file", str(self._net_path),
             "--step-length", str(STEP_S), "--seed", str(self.scenario.seed),
+            "--default.action-step-length", str(DRIVER_ACTION_STEP_S),
             "--no-step-log", "true", "--no-warnings", "true",
             "--collision.action", "warn",
             "--time-to-teleport", "120", "--ignore-route-errors", "true",
@@ -168,8 +174,7 @@ class SumoBackend:
         self._thin_traffic(rng, start_xy)
         self._insert_ego()
         self._lights.set_route(self._route.lane_ids)
-        for tls_id in self._lights.tls_ids:
-            ts.trafficlight.subscribe(tls_id, [ts.TL_CURRENT_PHASE, ts.TL_NEXT_SWITCH])
+        self._earliest_switch_s = -np.inf
         ts.simulationStep()
         self._start_time_s = ts.simulation.getTime()
         self._step = 0
@@ -207,12 +212,28 @@ class SumoBackend:
         vehicles = sorted(ts.vehicle.getIDList())
         keep = int(rng.integers(traffic.vehicles[0], traffic.vehicles[1] + 1))
         dropped = set(rng.permutation(len(vehicles))[: max(len(vehicles) - keep, 0)].tolist())
+        kept = 0
         for index, vehicle in enumerate(vehicles):
             near = np.hypot(*(np.asarray(ts.vehicle.getPosition(vehicle)) - start_xy_sumo)) < SPAWN_CLEARANCE_M
             if index in dropped or near:
                 ts.vehicle.remove(vehicle)
             else:
                 ts.vehicle.setSpeedFactor(vehicle, float(rng.uniform(0.85, 1.15)))
+                kept += 1
+        # Top up (e.g. after clearing the spawn area); SUMO inserts them where there is room.
+        pending = set(ts.simulation.getPendingVehicles())
+        missing = keep - kept - len(pending)
+        candidates = (vehicle_id(k) for k in range(len(vehicles) + len(pending) + 2 * traffic.vehicles[1] + 1))
+        for vehicle in candidates:
+            if missing <= 0:
+                break
+            if vehicle in pending or vehicle in vehicles:
+                continue
+            try:
+                self._trips.add_vehicle(ts, vehicle, rng)
+                missing -= 1
+            except ts.TraCIException:
+                pass  # the id still belongs to a vehicle SUMO has not released (e.g. teleporting)
         walkers = sorted(ts.person.getIDList())
         self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
         dropped = set(rng.permutation(len(walkers))[: max(len(walkers) - self._num_walkers, 0)].tolist())
@@ -236,7 +257,12 @@ class SumoBackend:
         lane_length = self.planner.lane_length(start_lane)
         depart_pos = float(np.clip(front, min(self.vehicle.length_m, lane_length), lane_length))
         lane_index = start_lane.rsplit("_", 1)[1] if not start_lane.startswith(":") else "best"
-        ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departLane=lane_index, departPos=str(depart_pos), departSpeed="0")
+        self._add_ego_vehicle(depart_lane=lane_index, depart_pos=f"{depart_pos:.2f}")
+
+    def _add_ego_vehicle(self, depart_lane: str = "best", depart_pos: str = "base") -> None:
+        """Insert the ego into SUMO and subscribe to what it sees (again after SUMO dropped it)."""
+        ts = self._libsumo
+        ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departLane=depart_lane, departPos=depart_pos, departSpeed="0")
         ts.vehicle.subscribe(EGO_ID, [ts.VAR_LANE_ID])
         radius = self.scenario.traffic.observe_radius_m
         actor_vars = [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED, ts.VAR_LENGTH, ts.VAR_WIDTH]
@@ -256,8 +282,7 @@ class SumoBackend:
         ts = self._libsumo
         for vehicle in ts.simulation.getArrivedIDList():
             if vehicle == EGO_ID:
-                ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departSpeed="0")
-                self._place_ego()
+                self._add_ego_vehicle()
             else:
                 self._trips.add_vehicle(ts, vehicle, rng)
         if num_walkers and ts.person.getIDCount() < num_walkers:
@@ -290,10 +315,14 @@ class SumoBackend:
         vehicles = self._boxes(seen, vehicle_ids, is_vehicle=True)
         walkers = self._boxes(seen, walker_ids, is_vehicle=False)
         lane = ts.vehicle.getSubscriptionResults(EGO_ID).get(ts.VAR_LANE_ID) or None
-        lights_now = ts.trafficlight.getAllSubscriptionResults()
         time_s = ts.simulation.getTime()
-        phases = np.array([lights_now[t][ts.TL_CURRENT_PHASE] for t in self._lights.tls_ids], dtype=np.int64)
-        switches = np.array([lights_now[t][ts.TL_NEXT_SWITCH] for t in self._lights.tls_ids], dtype=np.float64)
+        if time_s >= self._earliest_switch_s - 1e-6:
+            # Fixed-time programs only change at their announced switch times: poll then.
+            tls_ids = self._lights.tls_ids
+            phases = np.array([ts.trafficlight.getPhase(t) for t in tls_ids], dtype=np.int64)
+            switches = np.array([ts.trafficlight.getNextSwitch(t) for t in tls_ids], dtype=np.float64)
+            self._earliest_switch_s = float(switches.min()) if len(tls_ids) else np.inf
+            self._lights.set_phases(phases, switches)
         collided = ()
         if ts.simulation.getCollidingVehiclesNumber():
             collided = tuple(
@@ -319,7 +348,7 @@ class SumoBackend:
             ),
             vehicles=vehicles,
             walkers=walkers,
-            traffic_lights=self._lights.update(time_s, phases, switches),
+            traffic_lights=self._lights.stop_lines(time_s),
             stop_signs=self._stop_signs,
             route=self._route,
             map=self.map,

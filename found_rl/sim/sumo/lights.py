@@ -117,7 +117,9 @@ class TrafficLightTable:
         self._segments = np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2)
         self._light_index = np.asarray(light_index, dtype=np.int64)
         self._links = np.asarray(self._default_link, dtype=np.int64)
+        self._rows_of_light = [np.flatnonzero(self._light_index == i) for i in range(len(self._lights))]
         self._phase = np.full(len(self._lights), -1)
+        self._next_switch = np.full(len(self._lights), np.nan)
         self._states = np.zeros(len(ids), np.int8)
         self._switch_abs = np.full(len(ids), np.inf)
         self._run = np.full(len(ids), np.inf)
@@ -138,27 +140,38 @@ class TrafficLightTable:
             if lane in position and following in self._links_of_lane[lane]:
                 links[position[lane]] = self._links_of_lane[lane][following]
         self._links = links
-        self._phase[:] = -1
+        self._phase = np.full(len(self._lights), -1)
 
-    def update(self, time_s: float, phases: np.ndarray, next_switch_s: np.ndarray) -> StopLines:
-        """Stop lines at ``time_s`` given each light's phase index and next switch time (SUMO times)."""
-        changed = np.flatnonzero(phases != self._phase)
+    def set_phases(self, phases: np.ndarray, next_switch_s: np.ndarray) -> None:
+        """Record each light's current phase index and next switch time (SUMO seconds).
+
+        Arrays handed out by :meth:`stop_lines` are never modified afterwards (a change
+        builds new ones), so snapshots may share them.
+        """
+        changed = np.flatnonzero((phases != self._phase) | (next_switch_s != self._next_switch))
+        if not len(changed):
+            return
+        states, switch_abs, run = self._states.copy(), self._switch_abs.copy(), self._run.copy()
         for light in changed:
             light_data = self._lights[light]
-            rows = np.flatnonzero(self._light_index == light)
+            rows = self._rows_of_light[light]
             phase = int(phases[light]) % len(light_data.codes)
             link = self._links[rows]
-            self._states[rows] = light_data.codes[phase, link]
-            self._switch_abs[rows] = next_switch_s[light] + light_data.after_s[phase, link]
-            self._run[rows] = light_data.run_s[phase, link]
-            self._phase[light] = phases[light]
+            states[rows] = light_data.codes[phase, link]
+            switch_abs[rows] = next_switch_s[light] + light_data.after_s[phase, link]
+            run[rows] = light_data.run_s[phase, link]
+        self._states, self._switch_abs, self._run = states, switch_abs, run
+        self._phase, self._next_switch = phases.copy(), next_switch_s.copy()
+
+    def stop_lines(self, time_s: float) -> StopLines:
+        """Stop lines at SUMO time ``time_s``."""
         return StopLines(
             ids=self._ids,
             lane_ids=self._lanes,
             segments=self._segments,
-            states=self._states.copy(),
+            states=self._states,
             remaining_s=np.maximum(self._switch_abs - time_s, 0.0),
-            phase_s=self._run.copy(),
+            phase_s=self._run,
         )
 
 

@@ -1,4 +1,4 @@
-"""Shared helpers: run one found-rl subcommand module without the rest of the CLI."""
+"""Shared fixtures: scenario paths and running one found-rl subcommand module on its own."""
 
 import argparse
 import importlib
@@ -7,17 +7,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
-ONE_ROUTE = Path(__file__).parent / "data" / "quickstart_one_route.xml"
-
-
-def run_command(module: str, argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    importlib.import_module(module).configure(parser)
-    args = parser.parse_args(argv)
-    return args.run(args)
 
 
 @pytest.fixture
-def quickstart_eval_args(tmp_path):
-    return ["--scenario", str(QUICKSTART), "--routes", str(ONE_ROUTE), "--no-progress"]
+def quickstart() -> Path:
+    return ROOT / "scenarios" / "quickstart.yaml"
+
+
+@pytest.fixture
+def one_route() -> Path:
+    """One 50 m route on the quickstart map (about 10 s of driving)."""
+    return Path(__file__).parent / "data" / "quickstart_one_route.xml"
+
+
+@pytest.fixture
+def run_command():
+    """``run_command(module, argv)``: parse ``argv`` with ``module.configure`` and run it."""
+
+    def run(module: str, argv: list[str]) -> int:
+        parser = argparse.ArgumentParser()
+        importlib.import_module(module).configure(parser)
+        args = parser.parse_args(argv)
+        return args.run(args)
+
+    return run

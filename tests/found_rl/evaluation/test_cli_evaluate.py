@@ -6,14 +6,17 @@ import time
 
 import pytest
 
-from .conftest import ONE_ROUTE, QUICKSTART, run_command
-
 MODULE = "found_rl.cli.evaluate"
 
 
-def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tmp_path, quickstart_eval_args):
+@pytest.fixture
+def eval_args(quickstart, one_route):
+    return ["--scenario", str(quickstart), "--routes", str(one_route), "--no-progress"]
+
+
+def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tmp_path, eval_args, run_command):
     out = tmp_path / "results.json"
-    argv = [*quickstart_eval_args, "--agent", "expert", "--out", str(out), "--video-dir", str(tmp_path / "videos")]
+    argv = [*eval_args, "--agent", "expert", "--out", str(out), "--video-dir", str(tmp_path / "videos")]
     assert run_command(MODULE, argv) == 0
     first = json.loads(out.read_text())
     records = first["_checkpoint"]["records"]
@@ -37,13 +40,13 @@ def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tm
         ("checkpoint:/no/such/policy.pt", FileNotFoundError, "policy.pt"),
     ],
 )
-def test_bad_agent_specs_fail_before_the_simulator_starts(tmp_path, quickstart_eval_args, agent, error, match):
+def test_bad_agent_specs_fail_before_the_simulator_starts(tmp_path, eval_args, run_command, agent, error, match):
     with pytest.raises(error, match=match):
-        run_command(MODULE, [*quickstart_eval_args, "--agent", agent, "--out", str(tmp_path / "r.json")])
+        run_command(MODULE, [*eval_args, "--agent", agent, "--out", str(tmp_path / "r.json")])
     assert not (tmp_path / "r.json").exists()
 
 
-def test_unreachable_advisor_fails_after_a_bounded_wait(tmp_path, quickstart_eval_args):
+def test_unreachable_advisor_fails_after_a_bounded_wait(tmp_path, eval_args, run_command):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -51,34 +54,33 @@ def test_unreachable_advisor_fails_after_a_bounded_wait(tmp_path, quickstart_eva
     with pytest.raises(ValueError, match="no advisor server answered"):
         run_command(
             MODULE,
-            [*quickstart_eval_args, "--agent", f"advisor:http://127.0.0.1:{port}", "--advisor-timeout", "1",
+            [*eval_args, "--agent", f"advisor:http://127.0.0.1:{port}", "--advisor-timeout", "1",
              "--out", str(tmp_path / "r.json")],
         )
     assert time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize("content", ["{broken", json.dumps({"something": "else"})])
-def test_corrupt_or_foreign_out_file_is_refused_and_kept(tmp_path, quickstart_eval_args, content):
+def test_corrupt_or_foreign_out_file_is_refused_and_kept(tmp_path, eval_args, run_command, content):
     out = tmp_path / "r.json"
     out.write_text(content)
     with pytest.raises(ValueError, match="refusing to overwrite"):
-        run_command(MODULE, [*quickstart_eval_args, "--agent", "expert", "--out", str(out)])
+        run_command(MODULE, [*eval_args, "--agent", "expert", "--out", str(out)])
     assert out.read_text() == content
 
 
-def test_route_file_without_routes_is_named(tmp_path):
+def test_route_file_without_routes_is_named(tmp_path, quickstart, run_command):
     empty = tmp_path / "empty.xml"
     empty.write_text("<routes></routes>")
     with pytest.raises(ValueError, match="empty.xml: no <route>"):
-        run_command(MODULE, ["--scenario", str(QUICKSTART), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+        run_command(MODULE, ["--scenario", str(quickstart), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
 
 
-def test_random_route_scenario_needs_a_route_file(tmp_path):
+def test_random_route_scenario_needs_a_route_file(tmp_path, quickstart, run_command):
     with pytest.raises(ValueError, match="pass --routes FILE"):
-        run_command(MODULE, ["--scenario", str(QUICKSTART), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+        run_command(MODULE, ["--scenario", str(quickstart), "--agent", "expert", "--out", str(tmp_path / "r.json")])
 
 
-def test_bad_repetitions_is_refused(tmp_path):
+def test_bad_repetitions_is_refused(tmp_path, eval_args, run_command):
     with pytest.raises(ValueError, match="--repetitions"):
-        run_command(MODULE, ["--scenario", str(QUICKSTART), "--routes", str(ONE_ROUTE), "--agent", "expert",
-                             "--repetitions", "0", "--out", str(tmp_path / "r.json")])
+        run_command(MODULE, [*eval_args, "--agent", "expert", "--repetitions", "0", "--out", str(tmp_path / "r.json")])

@@ -16,7 +16,7 @@ def context(
     previous_speed_mps: float | None = None,
     yaw_deg: float = 0.0,
     lateral_m: float = 0.0,
-    hazards: Hazards = Hazards(),
+    hazards: Hazards | None = None,
     outside_lanes: bool = False,
     infractions: tuple[Infraction, ...] = (),
     terminated: bool = False,
@@ -26,7 +26,7 @@ def context(
     before = snapshot(0, (9.5, EAST_LANE_Y), speed_mps=before_speed)
     progress = RouteProgress(10, 10.0, 0.1, DELTA, lateral_m, 0.0, lateral_m, 10.0)
     report = InfractionReport(infractions, False, outside_lanes, 0.0, 0.0, False)
-    return StepContext(now, before, progress, report, hazards, terminated)
+    return StepContext(now, before, progress, report, hazards or Hazards(), terminated)
 
 
 def test_clean_progress_is_the_reward():

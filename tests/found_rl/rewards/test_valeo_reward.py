@@ -17,7 +17,7 @@ def context(
     heading_error_rad: float = 0.0,
     steer: float = 0.0,
     previous_steer: float = 0.0,
-    hazards: Hazards = Hazards(),
+    hazards: Hazards | None = None,
     infractions: tuple[Infraction, ...] = (),
     terminated: bool = False,
     route_completed: bool = False,
@@ -26,7 +26,7 @@ def context(
     before = snapshot(0, (9.4, EAST_LANE_Y), speed_mps=speed_mps, steer=previous_steer)
     progress = RouteProgress(10, 10.0, 0.1, 0.006, lateral_m, heading_error_rad, lateral_m, 10.0)
     report = InfractionReport(infractions, False, False, 0.0, 0.0, route_completed)
-    return StepContext(now, before, progress, report, hazards, terminated)
+    return StepContext(now, before, progress, report, hazards or Hazards(), terminated)
 
 
 def crash(kind: InfractionKind) -> tuple[Infraction, ...]:

@@ -1,0 +1,317 @@
+"""BEV renderer on hand-built scenes: each expected pixel is worked out by hand from the
+ARCHITECTURE §4 geometry (192 px, 5 px/m, ego at row 152 = 192 - 40, column 96, heading up)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bev_scenes import GREEN, LANE_Y, RED, YELLOW, boxes, centroid_rc, snapshot, stop_lines, straight_road_map
+
+from found_rl.bev import BevConfig, BevRenderer
+
+CONFIG = BevConfig()
+EGO_ROW, EGO_COL = 152, 96
+NOW_VEHICLES = CONFIG.vehicle_channels[-1]
+NOW_WALKERS = CONFIG.walker_channels[-1]
+NOW_LIGHTS = CONFIG.light_channels[-1]
+
+
+def render(*snapshots, config: BevConfig = CONFIG) -> BevRenderer:
+    renderer = BevRenderer(snapshots[0].map, config)
+    for snap in snapshots:
+        renderer.render(snap)
+    return renderer
+
+
+def test_default_layout_is_roach():
+    renderer = BevRenderer(straight_road_map())
+    assert renderer.observation_shape == (15, 96, 96)
+    assert list(CONFIG.vehicle_channels) == [3, 4, 5, 6]
+    assert list(CONFIG.walker_channels) == [7, 8, 9, 10]
+    assert list(CONFIG.light_channels) == [11, 12, 13, 14]
+    assert CONFIG.ego_pixel == (EGO_ROW, EGO_COL)
+
+
+def test_vehicle_ten_metres_ahead_lands_in_vehicle_channel_at_expected_pixel():
+    masks = render(snapshot(vehicles=boxes([(10.0, LANE_Y)]))).last_masks
+    row, col = centroid_rc(masks[NOW_VEHICLES])
+    assert abs(row - (192 - 40 - 10 * 5)) <= 1 and abs(col - 96) <= 1
+    assert masks[NOW_VEHICLES][102, 96] == 255
+    # a 4.6 m x 2 m car is about 23 x 10 pixels
+    assert 180 <= np.count_nonzero(masks[NOW_VEHICLES]) <= 290
+    assert not masks[CONFIG.walker_channels[0] : CONFIG.walker_channels[-1] + 1].any()
+
+
+def test_vehicle_on_the_right_appears_right_of_the_ego():
+    # Driving east in CARLA's left-handed frame, +y (south) is the ego's right-hand side.
+    masks = render(snapshot(vehicles=boxes([(0.0, LANE_Y + 5.0)]))).last_masks
+    row, col = centroid_rc(masks[NOW_VEHICLES])
+    assert abs(row - EGO_ROW) <= 1 and abs(col - (96 + 25)) <= 1
+
+
+@pytest.mark.parametrize(
+    ("ego_yaw_deg", "offset_xy", "expected_rc"),
+    [
+        (90.0, (0.0, 10.0), (102, 96)),  # heading south, actor 10 m south: ahead
+        (90.0, (5.0, 0.0), (152, 71)),  # heading south, actor 5 m east: on the left
+        (180.0, (-8.0, 0.0), (112, 96)),  # heading west, actor 8 m west: ahead
+        (-90.0, (0.0, 4.0), (172, 96)),  # heading north, actor 4 m south: behind
+    ],
+)
+def test_view_rotates_with_the_ego(ego_yaw_deg, offset_xy, expected_rc):
+    ego_xy = (0.0, LANE_Y)
+    actor = (ego_xy[0] + offset_xy[0], ego_xy[1] + offset_xy[1])
+    masks = render(snapshot(ego_xy, ego_yaw_deg, vehicles=boxes([actor], half_extent=(1.0, 1.0)))).last_masks
+    row, col = centroid_rc(masks[NOW_VEHICLES])
+    assert abs(row - expected_rc[0]) <= 1 and abs(col - expected_rc[1]) <= 1
+
+
+def test_walker_is_inflated_into_walker_channel_only():
+    masks = render(snapshot(walkers=boxes([(6.0, LANE_Y)], half_extent=(0.25, 0.25)))).last_masks
+    row, col = centroid_rc(masks[NOW_WALKERS])
+    assert abs(row - (152 - 30)) <= 1 and abs(col - 96) <= 1
+    # Roach: half-extent x2 then floored at 0.8 m -> a 1.6 m square, about 8 x 8 pixels.
+    assert 49 <= np.count_nonzero(masks[NOW_WALKERS]) <= 100
+    assert not masks[NOW_VEHICLES].any()
+
+
+@pytest.mark.parametrize(("state", "value"), [(RED, 255), (YELLOW, 170), (GREEN, 80)])
+def test_stop_line_ahead_has_its_light_value(state, value):
+    line = ((8.0, 0.0), (8.0, 3.5))  # across the ego's lane, 8 m ahead
+    masks = render(snapshot(lights=stop_lines([line], [state]))).last_masks
+    assert masks[NOW_LIGHTS][152 - 40, 96] == value
+    assert set(np.unique(masks[NOW_LIGHTS])) == {0, value}
+
+
+def test_stop_sign_is_255_in_light_channel():
+    masks = render(snapshot(signs=stop_lines([((8.0, 0.0), (8.0, 3.5))], [RED]))).last_masks
+    assert masks[NOW_LIGHTS][112, 96] == 255
+
+
+def test_route_passes_under_the_ego_and_ahead():
+    masks = render(snapshot()).last_masks
+    route = masks[1]
+    assert route[EGO_ROW, EGO_COL] == 255
+    assert route[10, EGO_COL] == 255  # the route runs straight ahead out of the view
+    # 16 px wide: columns 96 +- 8 are set on a row ahead, 96 +- 12 are not.
+    assert route[100, 96 - 7] == 255 and route[100, 96 + 7] == 255
+    assert route[100, 96 - 12] == 0 and route[100, 96 + 12] == 0
+
+
+def test_static_layers_are_cropped_from_the_map():
+    masks = render(snapshot()).last_masks
+    road, lanes = masks[0], masks[2]
+    assert road[EGO_ROW, EGO_COL] == 255
+    # The road ends 8.75 m to the ego's left (y = -7): column 96 - 43.75.
+    assert road[EGO_ROW, 96 - 40] == 255 and road[EGO_ROW, 96 - 48] == 0
+    assert lanes[EGO_ROW, 96 - 44 : 96 - 42].max() == 255  # solid edge
+    assert lanes[EGO_ROW, 96 - 10 : 96 - 7].max() == 255  # solid centre line, 1.75 m left
+    assert lanes[EGO_ROW, 96 + 8 : 96 + 11].max() == 120  # broken line, 1.75 m right
+    assert lanes[EGO_ROW, EGO_COL] == 0
+
+
+def test_history_shows_past_positions_in_the_current_ego_frame():
+    # Ego at 1 m/s, vehicle at 2 m/s ahead of it; render 1.5 s of 0.1 s steps.
+    snaps = [
+        snapshot((t, LANE_Y), vehicles=boxes([(10.0 + 2.0 * t, LANE_Y)], half_extent=(1.0, 1.0)), time_s=t)
+        for t in np.round(np.arange(16) * 0.1, 1)
+    ]
+    masks = render(*snaps).last_masks
+    ego_now_x = 1.5
+    for channel, age_s in zip(CONFIG.vehicle_channels, CONFIG.history_s):
+        vehicle_x = 10.0 + 2.0 * (1.5 - age_s)
+        expected_row = EGO_ROW - 5 * (vehicle_x - ego_now_x)
+        row, col = centroid_rc(masks[channel])
+        assert abs(row - expected_row) <= 1 and abs(col - 96) <= 1, (age_s, row, expected_row)
+
+
+def test_history_falls_back_to_the_oldest_frame_early_in_an_episode():
+    snaps = [snapshot(vehicles=boxes([(10.0 + t, LANE_Y)]), time_s=t) for t in (0.0, 0.1, 0.2)]
+    masks = render(*snaps).last_masks
+    oldest, newest = masks[CONFIG.vehicle_channels[0]], masks[NOW_VEHICLES]
+    assert np.array_equal(oldest, masks[CONFIG.vehicle_channels[1]])
+    assert abs(centroid_rc(oldest)[0] - (152 - 50)) <= 1  # the t = 0 frame
+    assert abs(centroid_rc(newest)[0] - (152 - 51)) <= 1  # the t = 0.2 frame
+
+
+def test_reset_clears_history():
+    renderer = render(*[snapshot(vehicles=boxes([(10.0, LANE_Y)]), time_s=t) for t in (0.0, 0.1, 0.2)])
+    renderer.reset()
+    renderer.render(snapshot(vehicles=boxes([(0.0, LANE_Y + 10.0)]), time_s=0.0))
+    for channel in CONFIG.vehicle_channels:
+        row, col = centroid_rc(renderer.last_masks[channel])
+        assert abs(row - EGO_ROW) <= 1 and abs(col - 146) <= 1
+
+
+def test_overlapping_boxes_are_filled_without_holes():
+    # Two cars overlapping by 2 m. One even-odd fill of both would leave the overlap empty.
+    masks = render(snapshot(vehicles=boxes([(10.0, LANE_Y), (12.0, LANE_Y)]))).last_masks
+    assert masks[NOW_VEHICLES][152 - 55, 96] == 255
+    assert masks[NOW_VEHICLES][152 - 55, 94:99].all()
+
+
+def test_many_crossing_walkers_fill_their_union():
+    # A tight group of walkers crossing ahead; every box's centre pixel must be filled.
+    xy = [(5.0 + 0.5 * k, LANE_Y + 0.3 * (k % 3)) for k in range(8)]
+    masks = render(snapshot(walkers=boxes(xy, yaw_deg=[20.0 * k for k in range(8)], half_extent=(0.3, 0.3)))).last_masks
+    for x, y in xy:
+        assert masks[NOW_WALKERS][round(152 - 5 * x), round(96 + 5 * (y - LANE_Y))] == 255
+
+
+def test_empty_scene_renders_empty_dynamic_channels():
+    renderer = BevRenderer(straight_road_map())
+    bev = renderer.render(snapshot())
+    assert bev.shape == (15, 96, 96) and bev.dtype == np.uint8 and bev.flags.c_contiguous
+    assert not bev[3:].any()
+    assert bev[0].any() and bev[1].any() and bev[2].any()
+
+
+def test_actors_outside_the_view_are_not_drawn():
+    far = boxes([(30.0 * k + 40.0, LANE_Y) for k in range(20)])  # all more than 38 m ahead
+    masks = render(snapshot(vehicles=far)).last_masks
+    assert not masks[NOW_VEHICLES].any()
+
+
+def test_pooled_output_is_the_max_of_each_2x2_block():
+    rng = np.random.default_rng(3)
+    xy = rng.uniform([-10, -10], [25, 12], size=(30, 2))
+    snap = snapshot(
+        vehicles=boxes(xy, yaw_deg=rng.uniform(-180, 180, 30)),
+        walkers=boxes(xy[:10] + 1.0, half_extent=(0.3, 0.3)),
+        lights=stop_lines([((8.0, 0.0), (8.0, 3.5)), ((4.0, -3.5), (4.0, 0.0))], [YELLOW, GREEN]),
+    )
+    renderer = BevRenderer(snap.map)
+    bev = renderer.render(snap)
+    full = renderer.last_masks.astype(np.int32)
+    expected = np.maximum(
+        np.maximum(full[:, 0::2, 0::2], full[:, 0::2, 1::2]), np.maximum(full[:, 1::2, 0::2], full[:, 1::2, 1::2])
+    )
+    assert np.array_equal(bev, expected)
+
+
+@pytest.mark.parametrize("pool", [1, 3, 4])
+def test_other_pool_sizes(pool):
+    config = BevConfig(pool=pool)
+    renderer = BevRenderer(straight_road_map(), config)
+    bev = renderer.render(snapshot(vehicles=boxes([(10.0, LANE_Y)])))
+    assert bev.shape == (15, 192 // pool, 192 // pool)
+    full = renderer.last_masks
+    size = 192 // pool
+    expected = full.reshape(15, size, pool, size, pool).max(axis=(2, 4))
+    assert np.array_equal(bev, expected)
+
+
+def test_render_returns_a_fresh_array_each_call():
+    renderer = BevRenderer(straight_road_map())
+    first = renderer.render(snapshot(vehicles=boxes([(10.0, LANE_Y)]), time_s=0.0))
+    kept = first.copy()
+    renderer.render(snapshot(time_s=0.1))
+    assert np.array_equal(first, kept)
+
+
+def test_rgb_colours():
+    snap = snapshot(
+        vehicles=boxes([(10.0, LANE_Y)]),
+        walkers=boxes([(0.0, LANE_Y + 5.0)], half_extent=(0.25, 0.25)),
+        lights=stop_lines([((20.0, 0.0), (20.0, 3.5))], [RED]),
+        signs=stop_lines([((-5.0, 0.0), (-5.0, 3.5))], [RED]),
+    )
+    renderer = BevRenderer(snap.map)
+    renderer.render(snap)
+    rgb = renderer.render_rgb()
+    assert rgb.shape == (192, 192, 3) and rgb.dtype == np.uint8
+    assert tuple(rgb[102, 96]) == (0, 0, 255)  # vehicle, current frame: blue
+    assert tuple(rgb[152, 121]) == (0, 255, 255)  # walker: cyan
+    assert tuple(rgb[152, 96]) == (255, 255, 255)  # ego: white
+    assert tuple(rgb[152 - 100, 96]) == (255, 0, 0)  # red light
+    assert tuple(rgb[152 + 25, 96]) == (160, 160, 0)  # stop sign
+    assert tuple(rgb[152, 96 - 40]) == (46, 52, 54)  # road
+    assert tuple(rgb[60, 96 - 6]) == (136, 138, 133)  # route
+    assert tuple(rgb[60, 96 - 9]) == (255, 0, 255)  # solid marking
+    assert tuple(rgb[60, 96 + 9]) == (255, 140, 255)  # broken marking
+    assert tuple(rgb[5, 5]) == (0, 0, 0)  # off the road
+
+
+def test_rgb_tints_older_frames_towards_white():
+    snaps = [snapshot(vehicles=boxes([(10.0 + 4 * t, LANE_Y)], half_extent=(0.5, 0.5)), time_s=t) for t in np.round(np.arange(16) * 0.1, 1)]
+    renderer = render(*snaps)
+    rgb = renderer.render_rgb()
+    # The -1.5 s frame (vehicle at x = 10) is tinted by 3 * 0.2 = 0.6 towards white.
+    assert tuple(rgb[152 - 50, 96]) == (153, 153, 255)
+
+
+def test_map_change_switches_the_static_raster():
+    narrow = straight_road_map("test-other")
+    narrow = type(narrow)(
+        map_id="test-other",
+        road_polygons=(np.array([[-200.0, 0.0], [200.0, 0.0], [200.0, 3.5], [-200.0, 3.5]]),),
+        solid_markings=(),
+        broken_markings=(),
+    )
+    renderer = BevRenderer(straight_road_map())
+    renderer.render(snapshot())
+    assert renderer.last_masks[0][EGO_ROW, 96 - 30] == 255
+    renderer.render(snapshot(geometry=narrow, time_s=0.1))
+    assert renderer.last_masks[0][EGO_ROW, 96 - 30] == 0 and renderer.last_masks[0][EGO_ROW, EGO_COL] == 255
+    assert not renderer.last_masks[2].any()
+
+
+def test_huge_map_is_rasterised_at_capped_resolution():
+    from found_rl.bev.static_map import rasterize_map
+
+    huge = type(straight_road_map())(
+        map_id="test-huge",
+        road_polygons=(np.array([[-1000.0, -7.0], [1000.0, -7.0], [1000.0, 1000.0], [-1000.0, 1000.0]]),),
+        solid_markings=(),
+        broken_markings=(),
+    )
+    raster = rasterize_map(huge, 5.0, 2, max_pixels=2_000_000)
+    assert raster.bits.size <= 2_000_000 and raster.pixels_per_m < 5.0
+    config = BevConfig(max_static_pixels=2_000_000)
+    renderer = BevRenderer(huge, config)
+    renderer.render(snapshot(geometry=huge))
+    road = renderer.last_masks[0]
+    assert road[EGO_ROW, EGO_COL] == 255 and road[EGO_ROW + 30, EGO_COL] == 255  # still road behind
+    # About 1 px/m now: the edge 8.75 m to the left (column 52) moves by at most a metre.
+    assert road[EGO_ROW, 96 - 35] == 255 and road[EGO_ROW, 96 - 55] == 0
+
+
+def test_last_masks_is_read_only():
+    renderer = render(snapshot())
+    with pytest.raises(ValueError):
+        renderer.last_masks[0, 0, 0] = 1
+
+
+def test_render_rgb_before_render_is_an_error():
+    with pytest.raises(RuntimeError, match="render"):
+        BevRenderer(straight_road_map()).render_rgb()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("pool", 5), ("size_px", 0), ("ego_from_bottom_px", 192), ("history_s", ()), ("green_value", 300)],
+)
+def test_bad_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        BevConfig(**{field: value})
+
+
+def test_route_index_can_be_given_by_the_caller():
+    renderer = BevRenderer(straight_road_map())
+    renderer.render(snapshot(), route_index=115)  # waypoint x = 15: the route starts 14 m ahead
+    route = renderer.last_masks[1]
+    assert route[EGO_ROW, EGO_COL] == 0 and route[152 - 5 * 10, EGO_COL] == 0
+    assert route[152 - 5 * 20, EGO_COL] == 255
+
+
+def test_union_of_many_random_boxes_equals_boxes_drawn_one_at_a_time():
+    rng = np.random.default_rng(7)
+    count = 40
+    xy = rng.uniform([-15.0, -12.0], [25.0, 15.0], size=(count, 2))
+    yaw = rng.uniform(-180.0, 180.0, size=count)
+    together = render(snapshot(vehicles=boxes(xy, yaw))).last_masks[NOW_VEHICLES].copy()
+    one_by_one = np.zeros_like(together)
+    for k in range(count):
+        single = render(snapshot(vehicles=boxes(xy[k : k + 1], yaw[k : k + 1]))).last_masks[NOW_VEHICLES]
+        one_by_one |= single
+    assert np.array_equal(together, one_by_one)

@@ -1,0 +1,56 @@
+"""``found-rl scenario check|show|routes`` through the real CLI entry point."""
+
+from pathlib import Path
+
+import pytest
+
+from found_rl import cli
+from found_rl.routes import parse_routes
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+TINY = "map:\n  generate: {type: grid, junctions: 2, block_length_m: 70}\nroutes:\n  file: routes.xml\n"
+
+
+@pytest.fixture(autouse=True)
+def only_scenario_command(monkeypatch, tmp_path_factory):
+    monkeypatch.setattr(cli, "COMMANDS", {"scenario": cli.COMMANDS["scenario"]})
+    monkeypatch.setenv("FOUND_RL_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def test_check_accepts_the_shipped_scenarios(capsys):
+    files = [str(SCENARIOS / name) for name in ("quickstart.yaml", "town_grid.yaml", "town_spider.yaml")]
+    assert cli.main(["scenario", "check", "--schema-only", *files]) == 0
+    assert capsys.readouterr().out.count(": ok") == 3
+
+
+def test_check_names_file_and_field(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("map: {generate: {type: grid}}\nroutes: {random_length_m: 100}\ntraffic: {vehicles: -3}\n")
+    assert cli.main(["scenario", "check", str(bad)]) == 2
+    assert f"{bad}: traffic.vehicles: expected an int >= 0, got -3" in capsys.readouterr().err
+
+
+def test_generated_routes_check_show_and_off_network_waypoints(tmp_path, capsys):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    out = tmp_path / "routes.xml"
+    assert cli.main(["scenario", "routes", "--scenario", str(scenario), "--count", "3", "--length-m", "200", "--out", str(out)]) == 0
+    assert len(parse_routes(out)) == 3
+    assert cli.main(["scenario", "check", str(scenario)]) == 0
+    assert cli.main(["scenario", "show", str(scenario)]) == 0
+    shown = capsys.readouterr().out
+    assert "routes     3 from" in shown and "lights     4 signalised junctions" in shown
+
+    text = out.read_text()
+    first_x = text.split('x="', 1)[1].split('"', 1)[0]
+    out.write_text(text.replace(f'x="{first_x}"', 'x="99999.0"', 1))
+    assert cli.main(["scenario", "check", str(scenario)]) == 2
+    assert "route '0': waypoint 0" in capsys.readouterr().err
+
+
+def test_route_file_without_routes_is_an_error(tmp_path, capsys):
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    (tmp_path / "routes.xml").write_text("<routes></routes>")
+    assert cli.main(["scenario", "check", str(scenario)]) == 2
+    assert "no <route> elements found" in capsys.readouterr().err

@@ -1,0 +1,206 @@
+"""Hazard geometry on hand-built scenes; every expected distance is worked out by hand.
+
+Scene: the ego (half-length 2.4 m, half-width 1.0 m) at the origin heading east on a 1 m spaced
+route along y = 0; CARLA frame (y is south, so +y is the ego's right).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from found_rl import hazards
+from found_rl.sim.snapshot import ActorBoxes, EgoState, LightState, MapGeometry, Route, StopLines, WorldSnapshot
+
+EGO_HALF_LENGTH = 2.4
+
+
+def route_from(xy: np.ndarray) -> Route:
+    xy = np.asarray(xy, dtype=np.float64)
+    step = np.diff(xy, axis=0)
+    yaw = np.degrees(np.arctan2(step[:, 1], step[:, 0]))
+    yaw = np.append(yaw, yaw[-1])
+    return Route("r", xy, yaw, np.full(len(xy), 4, np.int8), ("lane",) * len(xy), float(np.hypot(*step.T).sum()))
+
+
+STRAIGHT = route_from(np.stack([np.arange(-20.0, 101.0), np.zeros(121)], axis=1))
+START = 20  # index of the waypoint at x = 0
+
+
+def actors(xy, yaw_deg=None, half_extent=(2.3, 1.0), velocity=None, prefix="a") -> ActorBoxes:
+    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+    count = len(xy)
+    return ActorBoxes(
+        tuple(f"{prefix}{k}" for k in range(count)),
+        xy,
+        np.zeros(count) if yaw_deg is None else np.asarray(yaw_deg, dtype=np.float64),
+        np.tile(half_extent, (count, 1)).astype(np.float64),
+        np.zeros((count, 2)) if velocity is None else np.asarray(velocity, dtype=np.float64).reshape(-1, 2),
+    )
+
+
+def lines(segments, states, remaining_s=math.inf, phase_s=math.inf) -> StopLines:
+    count = len(segments)
+    return StopLines(
+        tuple(f"l{k}" for k in range(count)),
+        tuple(f"lane{k}" for k in range(count)),
+        np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2),
+        np.asarray(states, dtype=np.int8),
+        np.full(count, remaining_s),
+        np.full(count, phase_s),
+    )
+
+
+def scene(vehicles=None, walkers=None, lights=None, signs=None, route=STRAIGHT, ego_xy=(0.0, 0.0), ego_yaw_deg=0.0):
+    return WorldSnapshot(
+        step=0,
+        time_s=0.0,
+        ego=EgoState(np.asarray(ego_xy, dtype=np.float64), ego_yaw_deg, np.zeros(2), np.array([EGO_HALF_LENGTH, 1.0])),
+        vehicles=vehicles or ActorBoxes.empty(),
+        walkers=walkers or ActorBoxes.empty(),
+        traffic_lights=lights or StopLines.empty(),
+        stop_signs=signs or StopLines.empty(),
+        route=route,
+        map=MapGeometry("m", (), (), ()),
+    )
+
+
+# --- nearest_route_index ---------------------------------------------------------------------
+
+
+def test_nearest_route_index_finds_the_closest_waypoint():
+    assert hazards.nearest_route_index(STRAIGHT, np.array([17.3, 0.8])) == START + 17
+
+
+def test_nearest_route_index_with_hint_ignores_a_far_part_of_a_looping_route():
+    # Out along y = 0 for 40 m, then back along y = 3: near x = 5 both legs are close.
+    out = np.stack([np.arange(0.0, 41.0), np.zeros(41)], axis=1)
+    back = np.stack([np.arange(40.0, -1.0, -1.0), np.full(41, 3.0)], axis=1)
+    loop = route_from(np.concatenate([out, back]))
+    point = np.array([5.0, 1.6])  # slightly nearer the return leg
+    assert hazards.nearest_route_index(loop, point) == 41 + 35
+    assert hazards.nearest_route_index(loop, point, hint=4, window=10) == 5
+
+
+# --- leading vehicle -------------------------------------------------------------------------
+
+
+def test_leader_gap_is_bumper_to_bumper_along_the_route():
+    leader = hazards.leading_vehicle(scene(vehicles=actors([(15.0, 0.0)], velocity=[(3.0, 0.0)])), START)
+    assert leader is not None and leader.actor_id == "a0" and leader.index == 0
+    assert leader.distance_m == pytest.approx(15.0 - 2.3 - EGO_HALF_LENGTH, abs=1e-6)
+    assert leader.speed_along_route_mps == pytest.approx(3.0)
+
+
+def test_nearest_of_several_vehicles_leads():
+    snap = scene(vehicles=actors([(30.0, 0.0), (12.0, 0.2), (-10.0, 0.0)]))
+    leader = hazards.leading_vehicle(snap, START)
+    assert leader.actor_id == "a1"
+    assert leader.distance_m == pytest.approx(12.0 - 2.3 - EGO_HALF_LENGTH, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "xy",
+    [
+        (15.0, 3.5),  # in the next lane (its near side 2.5 m away, the ego corridor 1 m)
+        (-12.0, 0.0),  # behind
+        (60.0, 0.0),  # beyond the 40 m horizon
+    ],
+)
+def test_vehicles_off_the_corridor_ahead_do_not_lead(xy):
+    assert hazards.leading_vehicle(scene(vehicles=actors([xy])), START) is None
+
+
+def test_vehicle_across_the_corridor_leads():
+    # A crossing car at a junction, perpendicular to the route, wider than the corridor.
+    leader = hazards.leading_vehicle(scene(vehicles=actors([(10.0, 0.5)], yaw_deg=[90.0])), START)
+    assert leader is not None
+    assert leader.distance_m == pytest.approx(10.0 - 1.0 - EGO_HALF_LENGTH, abs=1e-6)
+    assert leader.speed_along_route_mps == pytest.approx(0.0)
+
+
+def test_leader_after_a_right_turn_is_measured_along_the_route():
+    # 10 m east, then a right turn: 20 m south (y grows). Vehicle 10 m down the southward leg.
+    east = np.stack([np.arange(0.0, 11.0), np.zeros(11)], axis=1)
+    south = np.stack([np.full(20, 10.0), np.arange(1.0, 21.0)], axis=1)
+    turn = route_from(np.concatenate([east, south]))
+    snap = scene(vehicles=actors([(10.0, 10.0)], yaw_deg=[90.0]), route=turn)
+    leader = hazards.leading_vehicle(snap, 0)
+    assert leader is not None
+    assert leader.distance_m == pytest.approx(20.0 - 2.3 - EGO_HALF_LENGTH, abs=0.05)
+
+
+def test_no_vehicles_no_leader():
+    assert hazards.leading_vehicle(scene(), START) is None
+
+
+# --- walkers ---------------------------------------------------------------------------------
+
+
+def test_walker_in_path_vs_beside_the_path():
+    walkers = actors([(8.0, 2.0), (8.0, 4.0), (-6.0, 0.0), (15.0, -1.0)], half_extent=(0.25, 0.25))
+    found = hazards.walkers_in_path(scene(walkers=walkers), START)
+    # (8, 2) reaches to y = 1.75 < 2.5: in the corridor; (8, 4) on the sidewalk: not; (-6, 0) behind.
+    assert [w.actor_id for w in found] == ["a0", "a3"]
+    assert found[0].distance_m == pytest.approx(8.0 - 0.25 - EGO_HALF_LENGTH, abs=1e-6)
+    assert found[1].distance_m == pytest.approx(15.0 - 0.25 - EGO_HALF_LENGTH, abs=1e-6)
+
+
+def test_walker_corridor_width_is_a_parameter():
+    walkers = actors([(8.0, 2.0)], half_extent=(0.25, 0.25))
+    assert hazards.walkers_in_path(scene(walkers=walkers), START, corridor_half_width_m=1.5) == []
+
+
+# --- traffic lights and stop signs -----------------------------------------------------------
+
+ACROSS_LANE_AT_20 = ((20.0, -1.75), (20.0, 1.75))
+
+
+def test_light_distance_is_from_the_bumper_to_the_stop_line():
+    snap = scene(lights=lines([ACROSS_LANE_AT_20], [LightState.RED], remaining_s=5.0, phase_s=20.0))
+    light = hazards.affecting_light(snap, START)
+    assert light is not None and light.light_id == "l0" and light.lane_id == "lane0" and light.index == 0
+    assert light.state == LightState.RED
+    assert light.distance_m == pytest.approx(20.0 - EGO_HALF_LENGTH)
+    assert light.remaining_ratio == pytest.approx(0.25)
+
+
+def test_first_crossed_light_wins_and_unknown_phase_is_minus_one():
+    snap = scene(lights=lines([((35.0, -1.75), (35.0, 1.75)), ACROSS_LANE_AT_20], [LightState.GREEN, LightState.YELLOW]))
+    light = hazards.affecting_light(snap, START)
+    assert light.light_id == "l1" and light.state == LightState.YELLOW
+    assert light.remaining_ratio == -1.0
+
+
+@pytest.mark.parametrize(
+    "segment",
+    [
+        ((20.0, -5.25), (20.0, -1.9)),  # across the opposite lane only
+        ((-8.0, -1.75), (-8.0, 1.75)),  # behind the ego
+        ((70.0, -1.75), (70.0, 1.75)),  # beyond the 50 m horizon
+        ((10.0, 0.5), (30.0, 0.5)),  # parallel to the route
+    ],
+)
+def test_lines_the_route_does_not_cross_ahead_are_ignored(segment):
+    assert hazards.affecting_light(scene(lights=lines([segment], [LightState.RED])), START) is None
+
+
+def test_light_just_passed_by_the_bumper_has_negative_distance():
+    snap = scene(lights=lines([((1.0, -1.75), (1.0, 1.75))], [LightState.RED]))
+    assert hazards.affecting_light(snap, START).distance_m == pytest.approx(1.0 - EGO_HALF_LENGTH)
+
+
+def test_stop_sign_hazard():
+    snap = scene(signs=lines([((12.0, -1.75), (12.0, 1.75))], [LightState.RED]))
+    sign = hazards.affecting_stop_sign(snap, START)
+    assert sign is not None and sign.sign_id == "l0" and sign.index == 0
+    assert sign.distance_m == pytest.approx(12.0 - EGO_HALF_LENGTH)
+    assert hazards.affecting_stop_sign(snap, START, horizon_m=5.0) is None
+    assert hazards.affecting_light(snap, START) is None  # signs are not lights
+
+
+def test_route_arclength_is_cumulative_distance():
+    s = hazards.route_arclength_m(STRAIGHT)
+    assert s[0] == 0.0 and s[-1] == pytest.approx(120.0) and np.all(np.diff(s) > 0)
