@@ -3,6 +3,20 @@
 Samplers (:mod:`fast_sampler.sampler`) step N clips of any gymnasium env in lock-step through an
 executor (:mod:`fast_sampler.executors`); SMPO's masked losses live in :mod:`fast_sampler.smpo`
 (imported on first use, as it needs torch). METHOD.md §4 defines the semantics.
+
+On-policy use (PPO)::
+
+    executor = ProcessExecutor([make_env] * 8)  # one env per worker process
+    with FastSampler(executor, policy, rho=0.5, horizon=1000, seed=0) as sampler:
+        rollout = sampler.collect(128)          # (128, 8) arrays with valid/terminated/truncated
+    # policy(obs) returned (actions, {"values": ..., "log_probs": ...}); V(next_obs) bootstraps
+    advantages, returns = masked_gae(rewards, values, next_values, terminated, truncated, valid, 0.99, 0.95)
+    loss = masked_mean(per_transition_loss, valid)
+
+Off-policy use (SAC)::
+
+    for transition in sampler.transitions(1000):   # padding is never yielded
+        replay.add(transition)                      # transition.step_id keys advisor labels
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ METHOD.md §4 for FAST's semantics:
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -114,6 +115,7 @@ class LockstepSampler:
         self._step_index = np.zeros(self.num_clips, np.int64)
         self._round_started_at = 0.0
         self._round_valid = 0
+        self._pending: collections.deque[Transition] = collections.deque()
 
     # -- the lock-step ----------------------------------------------------------------------
 
@@ -188,15 +190,16 @@ class LockstepSampler:
         """Stream valid transitions for off-policy learners; padding is never yielded.
 
         The policy is called once per lock-step, so a learner that updates between items
-        samples with its latest weights.
+        samples with its latest weights. Transitions of a lock-step that a bounded call did not
+        hand out are kept and come first on the next call: nothing sampled is dropped.
         """
         yielded = 0
         while max_transitions is None or yielded < max_transitions:
-            for transition in self.step().transitions():
-                yield transition
-                yielded += 1
-                if max_transitions is not None and yielded >= max_transitions:
-                    return
+            if not self._pending:
+                self._pending.extend(self.step().transitions())
+                continue
+            yield self._pending.popleft()
+            yielded += 1
 
     def close(self) -> None:
         self.executor.close()

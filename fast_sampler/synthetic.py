@@ -23,6 +23,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+_STATE_BOUND = 10.0
+
 
 class CarlaLikeEnv(gym.Env):
     """Synthetic driving-like env with CARLA's step/reset latency ratio and episode lengths.
@@ -78,7 +80,7 @@ class CarlaLikeEnv(gym.Env):
         self.min_episode_steps = min_episode_steps
         self.max_episode_steps = max_episode_steps
         self.episode_lengths = list(episode_lengths) if episode_lengths is not None else None
-        state_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        state_space = gym.spaces.Box(-_STATE_BOUND, _STATE_BOUND, (obs_dim,), np.float32)
         if dict_obs:
             image_space = gym.spaces.Box(0, 255, (3, 8, 8), np.uint8)
             self.observation_space = gym.spaces.Dict({"state": state_space, "image": image_space})
@@ -103,7 +105,8 @@ class CarlaLikeEnv(gym.Env):
             self._length = int(max(self.min_episode_steps, round(drawn)))
         self._episodes_started += 1
         self._t = 0
-        self._state = self.np_random.normal(size=self._state.shape).astype(np.float32)
+        initial = self.np_random.normal(size=self._state.shape)
+        self._state = np.clip(initial, -_STATE_BOUND, _STATE_BOUND).astype(np.float32)
         return self._observation(), {"episode_length": self._length}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -111,7 +114,7 @@ class CarlaLikeEnv(gym.Env):
         self._sleep(self._latency_rng.lognormal(-0.5 * self.step_jitter**2, self.step_jitter))
         self._t += 1
         noise = self.np_random.normal(size=self._state.shape).astype(np.float32)
-        self._state = 0.9 * self._state + 0.1 * noise
+        self._state = np.clip(0.9 * self._state + 0.1 * noise, -_STATE_BOUND, _STATE_BOUND)
         self._state[0] = self._t / self.max_episode_steps
         self._state[-1] = action[0]
         reward = 1.0 - 0.25 * float(np.sum(action**2))

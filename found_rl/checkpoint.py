@@ -76,11 +76,15 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # torch raises several types for truncated or foreign files
-        raise ValueError(f"checkpoint {path}: cannot be read ({type(exc).__name__}: {exc}); is it truncated or not a checkpoint?") from exc
+        raise ValueError(
+            f"checkpoint {path}: cannot be read ({type(exc).__name__}: {exc}); is it truncated or not a checkpoint?"
+        ) from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"checkpoint {path}: not a found-rl checkpoint (missing format marker {FORMAT!r})")
     if payload.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {path}: format_version {payload.get('format_version')!r}, this found-rl reads {FORMAT_VERSION}")
+        raise ValueError(
+            f"checkpoint {path}: format_version {payload.get('format_version')!r}, this found-rl reads {FORMAT_VERSION}"
+        )
     return payload
 
 

@@ -24,11 +24,17 @@ from found_rl import hazards
 from found_rl.actions import ACTION_DIM, Controls, action_to_controls
 from found_rl.bev import BevConfig, BevRenderer
 from found_rl.events import EpisodeStatus, EpisodeSummary, Infraction, InfractionKind
-from found_rl.infractions import TERMINAL_KINDS, InfractionConfig, InfractionMonitor, InfractionReport
-from found_rl.rewards import Hazards, Reward, StepContext, get_reward
+from found_rl.infractions import (
+    TERMINAL_KINDS,
+    InfractionConfig,
+    InfractionMonitor,
+    InfractionReport,
+    drivable_area,
+)
+from found_rl.rewards import Hazards, Reward, StepContext, get_reward, reward_hazards
 from found_rl.route_progress import RouteProgress, RouteTracker
 from found_rl.scenario import Scenario, load_scenario
-from found_rl.sim.snapshot import LightState, MapGeometry, WorldSnapshot, route_command
+from found_rl.sim.snapshot import MapGeometry, WorldSnapshot, route_command
 from found_rl.state_vector import STATE_SIZE, state_vector
 
 LIGHT_HORIZON_M = 18.0
@@ -118,9 +124,11 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
             backend = make_backend(self.scenario)
         self.backend = backend
-        self.renderer = BevRenderer(backend.map, bev_config or BevConfig())
+        # State-only envs rasterise the map only if render() is ever called.
+        self.renderer = BevRenderer(backend.map if observation == "bev" else None, bev_config or BevConfig())
         infraction_config = infraction_config or InfractionConfig(blocked_time_s=self.scenario.episode.blocked_s)
         self.monitor = InfractionMonitor(infraction_config)
+        drivable_area(backend.map)  # build the map's road union now rather than in the first reset
 
         state_space = gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
         spaces: dict[str, gym.Space] = {"state": state_space}
@@ -291,38 +299,9 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.observation_kind == "bev":
             observation = {"bev": self.renderer.render(snapshot, index), "state": state}
             self._rendered_step = snapshot.step
-        return observation, self._reward_hazards(snapshot, index, light, sign)
-
-    def _reward_hazards(
-        self,
-        snapshot: WorldSnapshot,
-        index: int,
-        light: hazards.LightHazard | None,
-        sign: hazards.StopSignHazard | None,
-    ) -> Hazards:
-        ego_xy = snapshot.ego.xy
-
-        def centre_distance_m(xy: np.ndarray) -> float:
-            return math.hypot(float(xy[0] - ego_xy[0]), float(xy[1] - ego_xy[1]))
-
         leader = hazards.leading_vehicle(snapshot, index, ACTOR_HORIZON_M)
         walkers = hazards.walkers_in_path(snapshot, index, ACTOR_HORIZON_M)
-        light_m = None
-        if light is not None and light.state in (LightState.RED, LightState.YELLOW) and light.index >= 0:
-            light_m = centre_distance_m(snapshot.traffic_lights.segments[light.index].mean(axis=0))
-        sign_m = None
-        if sign is not None and sign.index >= 0:
-            sign_m = centre_distance_m(snapshot.stop_signs.segments[sign.index].mean(axis=0))
-        return Hazards(
-            vehicle_m=None if leader is None else centre_distance_m(snapshot.vehicles.xy[leader.index]),
-            walker_m=min((centre_distance_m(snapshot.walkers.xy[w.index]) for w in walkers), default=None),
-            light_m=light_m,
-            stop_sign_m=sign_m,
-            leader_gap_m=None if leader is None else max(leader.distance_m, 0.0),
-            leader_closing_mps=None
-            if leader is None
-            else snapshot.ego.forward_speed_mps - leader.speed_along_route_mps,
-        )
+        return observation, reward_hazards(snapshot, light, sign, leader, walkers)
 
     def _info(
         self,

@@ -161,7 +161,7 @@ class TrafficConfig(_Strict):
     vehicles: CountRange = (0, 0)
     walkers: CountRange = (0, 0)
     warmup_s: float = Field(60.0, ge=0, le=3600, description="simulated seconds of traffic before the first episode")
-    observe_radius_m: float = Field(100.0, gt=0, description="actors farther from the ego are left out of snapshots")
+    observe_radius_m: float = Field(50.0, gt=0, description="actors farther from the ego are left out of snapshots (the BEV sees about 36 m)")
 
 
 class EpisodeConfig(_Strict):

@@ -74,7 +74,9 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self._metrics = metrics
         self._queue: deque[_Pending] = deque()
         self._nonempty = asyncio.Event()
-        self._full = asyncio.Event()
+        self._flush_now: asyncio.Future | None = (
+            None  # resolved early when a batch is full
+        )
         self._slots = asyncio.Semaphore(config.max_concurrent_batches)
         self._running: set[asyncio.Task] = set()
         self._worker: asyncio.Task | None = None
@@ -114,14 +116,14 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             futures.append(future)
         self._nonempty.set()
         if len(self._queue) >= self._config.max_batch_size:
-            self._full.set()
+            _resolve(self._flush_now)
         self._report_depth()
         return futures
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Stop accepting items, finish everything queued or running, then stop the worker."""
         self._is_closing = True
-        self._full.set()
+        _resolve(self._flush_now)
         deadline = time.perf_counter() + timeout_s
         while (self._queue or self._running) and time.perf_counter() < deadline:
             await asyncio.sleep(0.005)
@@ -149,11 +151,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 and remaining_s > 0
                 and not self._is_closing
             ):
-                self._full.clear()
-                try:
-                    await asyncio.wait_for(self._full.wait(), timeout=remaining_s)
-                except TimeoutError:
-                    pass
+                await self._wait_for_flush(remaining_s)
             await self._slots.acquire()
             batch: list[_Pending] = []
             while self._queue and len(batch) < max_batch:
@@ -169,6 +167,17 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             task = asyncio.get_running_loop().create_task(self._execute(batch))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+
+    async def _wait_for_flush(self, timeout_s: float) -> None:
+        """Sleep until the queue holds a full batch, the batcher closes, or ``timeout_s`` passes."""
+        loop = asyncio.get_running_loop()
+        self._flush_now = loop.create_future()
+        timer = loop.call_later(timeout_s, _resolve, self._flush_now)
+        try:
+            await self._flush_now
+        finally:
+            timer.cancel()
+            self._flush_now = None
 
     async def _execute(self, batch: list[_Pending]) -> None:
         started_s = time.perf_counter()
@@ -214,3 +223,47 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
     def _report_depth(self) -> None:
         if self._metrics is not None:
             self._metrics.queue_depth.labels(self.name).set(len(self._queue))
+
+
+def _resolve(future: asyncio.Future | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)
+
+
+async def gather_within(futures: list[asyncio.Future], timeout_s: float) -> list[Any]:
+    """Outcomes (result or exception) of ``futures``, in order.
+
+    After ``timeout_s`` the futures are cancelled (so undispatched items are dropped) and
+    ``TimeoutError`` is raised. Uses one timer and no extra task: this is on every request's path.
+    """
+    loop = asyncio.get_running_loop()
+    waiter = (
+        futures[0]
+        if len(futures) == 1
+        else asyncio.gather(*futures, return_exceptions=True)
+    )
+    has_expired = False
+
+    def expire() -> None:
+        nonlocal has_expired
+        has_expired = True
+        waiter.cancel()
+
+    timer = loop.call_later(max(timeout_s, 0.0), expire)
+    try:
+        if len(futures) > 1:
+            return await waiter
+        try:
+            return [await waiter]
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return [exc]
+    except asyncio.CancelledError:
+        for future in futures:
+            future.cancel()
+        if has_expired:
+            raise TimeoutError from None
+        raise
+    finally:
+        timer.cancel()

@@ -59,7 +59,7 @@ class ProcessExecutor(Executor):
     Args:
         env_fns: one factory per clip; pickled with cloudpickle, so lambdas and closures work.
         timeout_s: longest wait for any command (env construction, reset, step), per call.
-        start_method: a ``multiprocessing`` start method; default forkserver (spawn elsewhere).
+        start_method: a ``multiprocessing`` start method; default fork (spawn where there is no fork).
         max_restarts: dead workers replaced over the executor's life before giving up.
     """
 

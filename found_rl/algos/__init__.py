@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from found_rl.algos.guidance import GuidanceTerm, awag_loss, awag_weights, clip_bonus_rewards, vmr_loss
+from found_rl.algos.guidance import (
+    GuidanceTerm,
+    awag_loss,
+    awag_weights,
+    clip_bonus_rewards,
+    vmr_loss,
+)
 from found_rl.algos.ppo import PPO, PpoConfig
 from found_rl.algos.sac import SAC, SacConfig
 
@@ -29,10 +35,10 @@ def make_config(name: str, **overrides: Any) -> SacConfig | PpoConfig:
 
 __all__ = [
     "ALGORITHMS",
-    "GuidanceTerm",
     "PPO",
-    "PpoConfig",
     "SAC",
+    "GuidanceTerm",
+    "PpoConfig",
     "SacConfig",
     "awag_loss",
     "awag_weights",

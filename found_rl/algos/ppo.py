@@ -19,7 +19,7 @@ from torch import nn
 
 from fast_sampler.smpo import masked_mean, masked_normalize
 from found_rl.algos.guidance import GuidanceTerm
-from found_rl.algos.sac import ensure_finite
+from found_rl.algos.numerics import ensure_finite
 from found_rl.models.encoders import EncoderConfig, NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, TensorObs, obs_to_tensor
 from found_rl.models.policy import DrivingPolicy, PolicySpec
@@ -27,8 +27,14 @@ from found_rl.models.ppo_nets import ActionKind, ActorCritic
 from found_rl.storage.rollout import RolloutSamples
 
 LOSS_TAGS = (
-    "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl",
-    "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "charts/learning_rate",
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+    "charts/learning_rate",
     "perf/valid_fraction",
 )
 PPO_GUIDANCE = (GuidanceTerm.CLIP_BONUS,)
@@ -76,28 +82,32 @@ class PpoConfig:
     """encoder and head widths"""
 
     def __post_init__(self) -> None:
-        checks: dict[str, tuple[Any, bool, str]] = {
-            "learning_rate": (self.learning_rate, self.learning_rate > 0, "> 0"),
-            "total_timesteps": (self.total_timesteps, self.total_timesteps >= 1, ">= 1"),
-            "gamma": (self.gamma, 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
-            "gae_lambda": (self.gae_lambda, 0.0 <= self.gae_lambda <= 1.0, "in [0, 1]"),
-            "update_epochs": (self.update_epochs, self.update_epochs >= 1, ">= 1"),
-            "num_minibatches": (self.num_minibatches, self.num_minibatches >= 1, ">= 1"),
-            "clip_coef": (self.clip_coef, self.clip_coef > 0, "> 0"),
-            "ent_coef": (self.ent_coef, self.ent_coef >= 0, ">= 0"),
-            "vf_coef": (self.vf_coef, self.vf_coef >= 0, ">= 0"),
-            "max_grad_norm": (self.max_grad_norm, self.max_grad_norm >= 0, ">= 0"),
-            "target_kl": (self.target_kl, self.target_kl >= 0, ">= 0"),
-        }
-        for name, (value, ok, allowed) in checks.items():
+        rules = (
+            ("learning_rate", self.learning_rate > 0, "> 0"),
+            ("total_timesteps", self.total_timesteps >= 1, ">= 1"),
+            ("gamma", 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
+            ("gae_lambda", 0.0 <= self.gae_lambda <= 1.0, "in [0, 1]"),
+            ("update_epochs", self.update_epochs >= 1, ">= 1"),
+            ("num_minibatches", self.num_minibatches >= 1, ">= 1"),
+            ("clip_coef", self.clip_coef > 0, "> 0"),
+            ("ent_coef", self.ent_coef >= 0, ">= 0"),
+            ("vf_coef", self.vf_coef >= 0, ">= 0"),
+            ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
+            ("target_kl", self.target_kl >= 0, ">= 0"),
+        )
+        for name, ok, allowed in rules:
             if not ok:
-                raise ValueError(f"PpoConfig.{name}: expected {allowed}, got {value!r}")
+                raise ValueError(f"PpoConfig.{name}: expected {allowed}, got {getattr(self, name)!r}")
         kind = ActionKind.parse(self.action_kind)
         if kind is ActionKind.CATEGORICAL:
-            raise ValueError("PpoConfig.action_kind: expected 'beta' or 'gaussian' (categorical follows a Discrete space)")
+            raise ValueError(
+                "PpoConfig.action_kind: expected 'beta' or 'gaussian' (categorical follows a Discrete space)"
+            )
         for name in self.guidance:
             if GuidanceTerm.parse(name) not in PPO_GUIDANCE:
-                raise ValueError(f"PpoConfig.guidance: {name!r} needs a Q-learning learner (SAC); PPO supports only 'clip_bonus'")
+                raise ValueError(
+                    f"PpoConfig.guidance: {name!r} needs a Q-learning learner (SAC); PPO supports only 'clip_bonus'"
+                )
 
 
 class PpoLosses(NamedTuple):
@@ -176,13 +186,23 @@ class PPO:
         self.rng = np.random.default_rng(seed)
         encoder = make_encoder(obs_spec, config.network.encoder)
         self.agent = ActorCritic(
-            encoder, self.action_kind, action_dim, config.network.actor_hidden, config.network.critic_hidden
+            encoder,
+            self.action_kind,
+            action_dim,
+            config.network.actor_hidden,
+            config.network.critic_hidden,
         ).to(self.device)
         self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=config.learning_rate, eps=1e-5)
 
     @property
     def policy_spec(self) -> PolicySpec:
-        return PolicySpec("ppo", self.obs_spec, self.action_dim, self.config.network, self.action_kind.value)
+        return PolicySpec(
+            "ppo",
+            self.obs_spec,
+            self.action_dim,
+            self.config.network,
+            self.action_kind.value,
+        )
 
     def policy(self) -> DrivingPolicy:
         """The current actor-critic as a stand-alone policy (a copy)."""
@@ -228,7 +248,11 @@ class PPO:
                 _, new_log_probs, entropy, new_values = self.agent.get_action_and_value(mb.observations, mb.actions)
                 losses = ppo_losses(new_log_probs, entropy, new_values, mb, cfg)
                 ensure_finite(
-                    {"losses/policy_loss": losses.policy_loss, "losses/value_loss": losses.value_loss, "losses/entropy": losses.entropy},
+                    {
+                        "losses/policy_loss": losses.policy_loss,
+                        "losses/value_loss": losses.value_loss,
+                        "losses/entropy": losses.entropy,
+                    },
                     global_step,
                 )
                 self.optimizer.zero_grad()
@@ -242,7 +266,9 @@ class PPO:
         last = stats[-1]
         valid = rollout.valid
         returns_var = torch.var(rollout.returns[valid > 0]) if valid.sum() > 1 else torch.tensor(float("nan"))
-        residual_var = torch.var((rollout.returns - rollout.values)[valid > 0]) if valid.sum() > 1 else torch.tensor(float("nan"))
+        residual_var = (
+            torch.var((rollout.returns - rollout.values)[valid > 0]) if valid.sum() > 1 else torch.tensor(float("nan"))
+        )
         explained_var = float("nan") if returns_var == 0 else (1 - residual_var / returns_var).item()
         return {
             "losses/value_loss": last.value_loss.item(),
@@ -258,7 +284,11 @@ class PPO:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume training."""
-        return {"agent": self.agent.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": self.rng.bit_generator.state}
+        return {
+            "agent": self.agent.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.bit_generator.state,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.agent.load_state_dict(state["agent"])

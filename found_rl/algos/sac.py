@@ -28,6 +28,7 @@ from found_rl.algos.guidance import (
     clip_bonus_rewards,
     vmr_loss,
 )
+from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
 from found_rl.models.encoders import NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
@@ -38,11 +39,27 @@ from found_rl.storage.replay import ReplaySamples
 AWAG_SCHEDULES = ("constant", "drqv2_cosine")
 
 # Logged tags (renaming one is a breaking change; tests check the set).
-CRITIC_TAGS = ("losses/qf1_values", "losses/qf2_values", "losses/qf1_loss", "losses/qf2_loss", "losses/qf_loss")
-ACTOR_TAGS = ("losses/actor_loss", "losses/alpha", "losses/alpha_loss", "losses/entropy")
+CRITIC_TAGS = (
+    "losses/qf1_values",
+    "losses/qf2_values",
+    "losses/qf1_loss",
+    "losses/qf2_loss",
+    "losses/qf_loss",
+)
+ACTOR_TAGS = (
+    "losses/actor_loss",
+    "losses/alpha",
+    "losses/alpha_loss",
+    "losses/entropy",
+)
 LABEL_TAGS = ("guidance/label_coverage", "guidance/clip_coverage")
 VMR_TAGS = ("guidance/vmr_loss", "guidance/vmr_coef")
-AWAG_TAGS = ("guidance/awag_loss", "guidance/awag_coef", "guidance/awag_gate_fraction", "guidance/awag_mean_weight")
+AWAG_TAGS = (
+    "guidance/awag_loss",
+    "guidance/awag_coef",
+    "guidance/awag_gate_fraction",
+    "guidance/awag_mean_weight",
+)
 CLIP_TAGS = ("guidance/clip_bonus_mean",)
 
 
@@ -61,7 +78,7 @@ class SacConfig:
     q_lr: float = 1e-3
     """critic learning rate"""
     policy_frequency: int = 2
-    """actor updates are delayed: this many, every this many critic updates (TD3-style)"""
+    """actor updates are delayed: this many, every this many critic updates (TD3-style, as CleanRL)"""
     target_network_frequency: int = 1
     """Polyak update every this many critic updates"""
     alpha: float = 0.2
@@ -100,30 +117,30 @@ class SacConfig:
     """encoder and head widths"""
 
     def __post_init__(self) -> None:
-        checks: dict[str, tuple[Any, bool, str]] = {
-            "gamma": (self.gamma, 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
-            "tau": (self.tau, 0.0 < self.tau <= 1.0, "in (0, 1]"),
-            "batch_size": (self.batch_size, self.batch_size >= 1, ">= 1"),
-            "policy_lr": (self.policy_lr, self.policy_lr > 0, "> 0"),
-            "q_lr": (self.q_lr, self.q_lr > 0, "> 0"),
-            "policy_frequency": (self.policy_frequency, self.policy_frequency >= 1, ">= 1"),
-            "target_network_frequency": (self.target_network_frequency, self.target_network_frequency >= 1, ">= 1"),
-            "alpha": (self.alpha, self.alpha > 0, "> 0"),
-            "target_entropy_scale": (self.target_entropy_scale, math.isfinite(self.target_entropy_scale), "finite"),
-            "max_grad_norm": (self.max_grad_norm, self.max_grad_norm >= 0, ">= 0"),
-            "drq_pad_px": (self.drq_pad_px, self.drq_pad_px >= 0, ">= 0"),
-            "vmr_margin": (self.vmr_margin, self.vmr_margin >= 0, ">= 0"),
-            "vmr_decay_end_steps": (self.vmr_decay_end_steps, self.vmr_decay_end_steps >= self.vmr_decay_start_steps, ">= vmr_decay_start_steps"),
-            "awag_beta": (self.awag_beta, self.awag_beta > 0, "> 0"),
-            "awag_max_weight": (self.awag_max_weight, self.awag_max_weight >= 1, ">= 1"),
-            "awag_coef": (self.awag_coef, self.awag_coef >= 0, ">= 0"),
-            "awag_horizon_steps": (self.awag_horizon_steps, self.awag_horizon_steps > 0, "> 0"),
-            "awag_action_eps": (self.awag_action_eps, 0 < self.awag_action_eps < 1, "in (0, 1)"),
-            "awag_schedule": (self.awag_schedule, self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
-        }
-        for name, (value, ok, allowed) in checks.items():
+        rules = (
+            ("gamma", 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("policy_lr", self.policy_lr > 0, "> 0"),
+            ("q_lr", self.q_lr > 0, "> 0"),
+            ("policy_frequency", self.policy_frequency >= 1, ">= 1"),
+            ("target_network_frequency", self.target_network_frequency >= 1, ">= 1"),
+            ("alpha", self.alpha > 0, "> 0"),
+            ("target_entropy_scale", math.isfinite(self.target_entropy_scale), "a finite float"),
+            ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
+            ("drq_pad_px", self.drq_pad_px >= 0, ">= 0"),
+            ("vmr_margin", self.vmr_margin >= 0, ">= 0"),
+            ("vmr_decay_end_steps", self.vmr_decay_end_steps >= self.vmr_decay_start_steps, ">= vmr_decay_start_steps"),
+            ("awag_beta", self.awag_beta > 0, "> 0"),
+            ("awag_max_weight", self.awag_max_weight >= 1, ">= 1"),
+            ("awag_coef", self.awag_coef >= 0, ">= 0"),
+            ("awag_horizon_steps", self.awag_horizon_steps > 0, "> 0"),
+            ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
+            ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+        )
+        for name, ok, allowed in rules:
             if not ok:
-                raise ValueError(f"SacConfig.{name}: expected {allowed}, got {value!r}")
+                raise ValueError(f"SacConfig.{name}: expected {allowed}, got {getattr(self, name)!r}")
         if self.vmr_form not in {form.value for form in VmrForm}:
             allowed = ", ".join(form.value for form in VmrForm)
             raise ValueError(f"SacConfig.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
@@ -133,20 +150,6 @@ class SacConfig:
     @property
     def terms(self) -> frozenset[GuidanceTerm]:
         return frozenset(GuidanceTerm(name) for name in self.guidance)
-
-
-def ensure_finite(values: dict[str, torch.Tensor], global_step: int) -> None:
-    """Stop the run at the first non-finite loss term, naming it.
-
-    Raises:
-        FloatingPointError: if a term is NaN or infinite.
-    """
-    for name, value in values.items():
-        if not torch.isfinite(value).all():
-            raise FloatingPointError(
-                f"{name} is {value.item() if value.numel() == 1 else value} at global step {global_step}; "
-                "stopping (check rewards, learning rates and labels)"
-            )
 
 
 class SAC:
@@ -161,7 +164,14 @@ class SAC:
             once at the entry point).
     """
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, config: SacConfig = SacConfig(), device: torch.device | str = "cpu", seed: int = 0):
+    def __init__(
+        self,
+        obs_spec: ObsSpec,
+        action_dim: int,
+        config: SacConfig = SacConfig(),
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ):
         self.config, self.obs_spec, self.action_dim = config, obs_spec, action_dim
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
@@ -170,13 +180,14 @@ class SAC:
         self.qf = TwinQCritic(encoder, action_dim, config.network.critic_hidden).to(self.device)
         self.actor = SquashedGaussianActor(encoder, action_dim, config.network.actor_hidden).to(self.device)
         self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
-        actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
+        self.actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
         self.q_optimizer = torch.optim.Adam(self.qf.parameters(), lr=config.q_lr)
-        self.actor_optimizer = torch.optim.Adam(actor_params, lr=config.policy_lr)
+        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.policy_lr)
         self.target_entropy = -config.target_entropy_scale * action_dim
         self.log_alpha = torch.tensor(math.log(config.alpha), device=self.device, requires_grad=True)
         self.a_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
         self.alpha = config.alpha
+        self.num_updates = 0
 
     # ------------------------------------------------------------------ acting
     @property
@@ -201,7 +212,12 @@ class SAC:
         return drqv2_cosine(global_step, peak=cfg.awag_coef, horizon_steps=cfg.awag_horizon_steps)
 
     # ------------------------------------------------------------------ learning
-    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter] | None) -> None:
+    def _step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        loss: torch.Tensor,
+        params: list[nn.Parameter] | None,
+    ) -> None:
         optimizer.zero_grad()
         loss.backward()
         if self.config.max_grad_norm > 0 and params is not None:
@@ -258,22 +274,25 @@ class SAC:
             logs.update({"guidance/vmr_loss": vmr.item(), "guidance/vmr_coef": vmr_coef})
         ensure_finite(checked, global_step)
         self._step(self.q_optimizer, qf_loss, list(self.qf.parameters()))
-        logs.update({
-            "losses/qf1_values": qf1_a_values.mean().item(),
-            "losses/qf2_values": qf2_a_values.mean().item(),
-            "losses/qf1_loss": qf1_loss.item(),
-            "losses/qf2_loss": qf2_loss.item(),
-            "losses/qf_loss": qf_loss.item() / 2.0,
-        })
+        logs.update(
+            {
+                "losses/qf1_values": qf1_a_values.mean().item(),
+                "losses/qf2_values": qf2_a_values.mean().item(),
+                "losses/qf1_loss": qf1_loss.item(),
+                "losses/qf2_loss": qf2_loss.item(),
+                "losses/qf_loss": qf_loss.item() / 2.0,
+            }
+        )
 
         # ---- actor and temperature, delayed (CleanRL: policy_frequency steps at once)
-        if global_step % cfg.policy_frequency == 0:
+        self.num_updates += 1  # delays count updates, not env steps (N clips add N steps per update)
+        if self.num_updates % cfg.policy_frequency == 0:
             actor_features = features.detach()
             for _ in range(cfg.policy_frequency):
                 logs.update(self._actor_step(actor_features, batch, global_step))
 
         # ---- target critics
-        if global_step % cfg.target_network_frequency == 0:
+        if self.num_updates % cfg.target_network_frequency == 0:
             with torch.no_grad():
                 for param, target_param in zip(self.qf.parameters(), self.qf_target.parameters()):
                     target_param.lerp_(param, cfg.tau)
@@ -282,6 +301,7 @@ class SAC:
     def _actor_step(self, features: torch.Tensor, batch: ReplaySamples, global_step: int) -> dict[str, float]:
         """Actor loss (+ AWAG, METHOD §2), then the temperature loss."""
         cfg = self.config
+        self.qf.requires_grad_(False)  # the actor loss needs dQ/da only, not critic weight gradients
         pi, log_pi, _ = self.actor.sample_from_features(features)
         qf1_pi, qf2_pi = self.qf.q_values(features, pi)
         actor_loss = (self.alpha * log_pi - torch.min(qf1_pi, qf2_pi)).mean()
@@ -294,21 +314,30 @@ class SAC:
                 mu = self.actor.params_from_features(features)[0].tanh()
                 q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
                 q_policy_min = torch.min(*self.qf.q_values(features, mu))
-                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag_beta, cfg.awag_max_weight)
+                awag = awag_weights(
+                    q_advisor_min,
+                    q_policy_min,
+                    batch.has_advisor,
+                    cfg.awag_beta,
+                    cfg.awag_max_weight,
+                )
             log_prob_advisor = self.actor.log_prob_from_features(features, advisor_actions)
             awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term
             checked["guidance/awag_loss"] = awag_term
             gated = awag.gate.sum().clamp(min=1.0)
-            logs.update({
-                "guidance/awag_loss": awag_term.item(),
-                "guidance/awag_coef": awag_coef,
-                "guidance/awag_gate_fraction": awag.gate.mean().item(),
-                "guidance/awag_mean_weight": ((awag.gate * awag.weights).sum() / gated).item(),
-            })
+            logs.update(
+                {
+                    "guidance/awag_loss": awag_term.item(),
+                    "guidance/awag_coef": awag_coef,
+                    "guidance/awag_gate_fraction": awag.gate.mean().item(),
+                    "guidance/awag_mean_weight": ((awag.gate * awag.weights).sum() / gated).item(),
+                }
+            )
+        self.qf.requires_grad_(True)  # the graph is built; the critic trains again next update
         ensure_finite(checked, global_step)
-        self._step(self.actor_optimizer, actor_loss, [p for g in self.actor_optimizer.param_groups for p in g["params"]])
+        self._step(self.actor_optimizer, actor_loss, self.actor_params)
         logs["losses/actor_loss"] = actor_loss.item()
 
         alpha_loss = torch.zeros(())
@@ -316,7 +345,13 @@ class SAC:
             alpha_loss = (-self.log_alpha.exp() * (log_pi.detach() + self.target_entropy)).mean()
             self._step(self.a_optimizer, alpha_loss, None)
             self.alpha = self.log_alpha.exp().item()
-        logs.update({"losses/alpha": self.alpha, "losses/alpha_loss": alpha_loss.item(), "losses/entropy": -log_pi.mean().item()})
+        logs.update(
+            {
+                "losses/alpha": self.alpha,
+                "losses/alpha_loss": alpha_loss.item(),
+                "losses/entropy": -log_pi.mean().item(),
+            }
+        )
         return logs
 
     # ------------------------------------------------------------------ resume
@@ -331,6 +366,7 @@ class SAC:
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "a_optimizer": self.a_optimizer.state_dict(),
             "generator": self.generator.get_state(),
+            "num_updates": self.num_updates,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -344,3 +380,4 @@ class SAC:
         self.actor_optimizer.load_state_dict(state["actor_optimizer"])
         self.a_optimizer.load_state_dict(state["a_optimizer"])
         self.generator.set_state(state["generator"])
+        self.num_updates = int(state["num_updates"])

@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 
 
-def linear_decay(global_step: int, start_step: int, end_step: int, start_value: float = 1.0, end_value: float = 0.0) -> float:
+def linear_decay(
+    global_step: int,
+    start_step: int,
+    end_step: int,
+    start_value: float = 1.0,
+    end_value: float = 0.0,
+) -> float:
     """``start_value`` until ``start_step``, linear to ``end_value`` at ``end_step``, constant after.
 
     Raises:
@@ -26,7 +32,12 @@ def vmr_coefficient(global_step: int, start_step: int = 50_000, end_step: int = 
     return linear_decay(global_step, start_step, end_step, 1.0, 0.0)
 
 
-def drqv2_cosine(global_step: int, peak: float = 0.03, horizon_steps: int = 300_000, power: float = 0.7) -> float:
+def drqv2_cosine(
+    global_step: int,
+    peak: float = 0.03,
+    horizon_steps: int = 300_000,
+    power: float = 0.7,
+) -> float:
     """c(t) = peak · ½(1 + cos(π · min(t / horizon, 1)^power)): AWAG for a DrQ-v2-style actor (METHOD §2)."""
     if horizon_steps <= 0:
         raise ValueError(f"drqv2_cosine: horizon_steps must be > 0, got {horizon_steps}")

@@ -14,8 +14,9 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 SAC_TARGET = -200.0
 PPO_TARGET = 475.0
@@ -32,7 +33,13 @@ class RunResult:
     env_steps: int
 
 
-def evaluate(policy_act: Callable[[Any], Any], env_id: str, seed: int, episodes: int = EVAL_EPISODES, rescale: bool = False) -> float:
+def evaluate(
+    policy_act: Callable[[Any], Any],
+    env_id: str,
+    seed: int,
+    episodes: int = EVAL_EPISODES,
+    rescale: bool = False,
+) -> float:
     """Mean undiscounted return of ``episodes`` deterministic episodes (seeds ``seed``, ``seed+1``, ...)."""
     import gymnasium as gym
     import numpy as np
@@ -60,8 +67,13 @@ def train_sac_pendulum(
     learning_starts: int = 1_000,
     eval_episodes: int = EVAL_EPISODES,
     progress: Callable[[str], None] | None = None,
+    eval_every: int = 0,
 ) -> RunResult:
-    """CleanRL-style SAC loop on Pendulum-v1 (actions rescaled to [-1, 1])."""
+    """CleanRL-style SAC loop on Pendulum-v1 (actions rescaled to [-1, 1]).
+
+    With ``progress`` and ``eval_every > 0``, also reports a 5-episode deterministic evaluation
+    every ``eval_every`` steps (a learning curve for slow machines).
+    """
     import gymnasium as gym
     import numpy as np
     import torch
@@ -80,7 +92,11 @@ def train_sac_pendulum(
     spec = obs_spec_from_space(env.observation_space)
     action_dim = int(env.action_space.shape[0])
     # SB3 zoo Pendulum: learning rate 1e-3 for actor and critics; CleanRL-sized 256-256 MLPs.
-    config = SacConfig(policy_lr=1e-3, q_lr=1e-3, network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)))
+    config = SacConfig(
+        policy_lr=1e-3,
+        q_lr=1e-3,
+        network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)),
+    )
     sac = SAC(spec, action_dim, config, seed=seed)
     buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
 
@@ -93,8 +109,15 @@ def train_sac_pendulum(
         else:
             action = sac.act(obs[None])[0]
         next_obs, reward, terminated, truncated, _ = env.step(action)
-        buffer.add(obs[None], action[None], np.array([reward]), next_obs[None], np.array([terminated]),
-                   np.array([truncated]), step_ids=[(0, episode, global_step)])
+        buffer.add(
+            obs[None],
+            action[None],
+            np.array([reward]),
+            next_obs[None],
+            np.array([terminated]),
+            np.array([truncated]),
+            step_ids=[(0, episode, global_step)],
+        )
         obs = next_obs
         episode_return += float(reward)
         if terminated or truncated:
@@ -105,9 +128,18 @@ def train_sac_pendulum(
         # ALGO LOGIC: training
         if global_step > learning_starts:
             sac.update(buffer.sample(config.batch_size, rng), global_step)
+        if progress is not None and eval_every > 0 and global_step % eval_every == 0:
+            interim = evaluate(sac.policy().act, "Pendulum-v1", seed=20_000 + seed, episodes=5, rescale=True)
+            progress(f"sac seed {seed} step {global_step} eval return (5 episodes) {interim:.1f}")
     env.close()
     policy = sac.policy()
-    eval_return = evaluate(lambda o: policy.act(o), "Pendulum-v1", seed=10_000 + seed, episodes=eval_episodes, rescale=True)
+    eval_return = evaluate(
+        lambda o: policy.act(o),
+        "Pendulum-v1",
+        seed=10_000 + seed,
+        episodes=eval_episodes,
+        rescale=True,
+    )
     return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
 
 
@@ -133,7 +165,9 @@ def train_ppo_cartpole(
     start = time.perf_counter()
     torch.manual_seed(seed)
     envs = gym.make_vec(
-        "CartPole-v1", num_envs=num_envs, vectorization_mode="sync",
+        "CartPole-v1",
+        num_envs=num_envs,
+        vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
     )
     envs.action_space.seed(seed)
@@ -141,8 +175,14 @@ def train_ppo_cartpole(
     action_kind, action_dim = action_kind_for_space(envs.single_action_space)
     # SB3 zoo CartPole-v1: n_steps 32 × 8 envs, one 256 minibatch, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 annealed.
     config = PpoConfig(
-        learning_rate=1e-3, total_timesteps=total_steps, gamma=0.98, gae_lambda=0.8, update_epochs=20,
-        num_minibatches=1, ent_coef=0.0, network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
+        learning_rate=1e-3,
+        total_timesteps=total_steps,
+        gamma=0.98,
+        gae_lambda=0.8,
+        update_epochs=20,
+        num_minibatches=1,
+        ent_coef=0.0,
+        network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
     )
     ppo = PPO(spec, action_kind, action_dim, config, seed=seed)
     storage = RolloutStorage(num_steps, num_envs, spec, (), discrete=True)
@@ -161,19 +201,39 @@ def train_ppo_cartpole(
             if truncated.any():  # bootstrap from the true final observation, not the reset one
                 final_obs = np.stack([infos["final_obs"][i] if truncated[i] else obs[i] for i in range(num_envs)])
                 final_values = ppo.value(torch.as_tensor(final_obs, dtype=torch.float32))
-            storage.add(obs_tensor, actions, log_probs, values, torch.as_tensor(rewards, dtype=torch.float32),
-                        torch.as_tensor(terminated), torch.as_tensor(truncated), valid, final_values)
+            storage.add(
+                obs_tensor,
+                actions,
+                log_probs,
+                values,
+                torch.as_tensor(rewards, dtype=torch.float32),
+                torch.as_tensor(terminated),
+                torch.as_tensor(truncated),
+                valid,
+                final_values,
+            )
             obs = next_obs
             running += rewards
             episode_returns += list(running[terminated | truncated])
             running[terminated | truncated] = 0.0
-        rollout = storage.compute_returns(ppo.value(torch.as_tensor(obs, dtype=torch.float32)), config.gamma, config.gae_lambda)
+        rollout = storage.compute_returns(
+            ppo.value(torch.as_tensor(obs, dtype=torch.float32)),
+            config.gamma,
+            config.gae_lambda,
+        )
         ppo.update(rollout, global_step)
         if progress is not None and episode_returns:
-            progress(f"ppo seed {seed} step {global_step} mean return (last 20 episodes) {np.mean(episode_returns[-20:]):.1f}")
+            progress(
+                f"ppo seed {seed} step {global_step} mean return (last 20 episodes) {np.mean(episode_returns[-20:]):.1f}"
+            )
     envs.close()
     policy = ppo.policy()
-    eval_return = evaluate(lambda o: int(policy.act(o)), "CartPole-v1", seed=10_000 + seed, episodes=eval_episodes)
+    eval_return = evaluate(
+        lambda o: int(policy.act(o)),
+        "CartPole-v1",
+        seed=10_000 + seed,
+        episodes=eval_episodes,
+    )
     return RunResult(seed, eval_return, time.perf_counter() - start, global_step)
 
 
@@ -194,15 +254,14 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
     sac_steps, ppo_steps = (3_000, 30_000) if args.quick else (args.sac_steps, args.ppo_steps)
-    progress = None if args.json else (lambda message: print(message, file=sys.stderr, flush=True))
-    sac = _summary([
-        train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress if args.verbose else None)
-        for seed in seeds
-    ])
-    ppo = _summary([
-        train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress if args.verbose else None)
-        for seed in seeds
-    ])
+    progress = (lambda message: print(message, file=sys.stderr, flush=True)) if args.verbose else None
+    sac_runs = [
+        train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress) for seed in seeds
+    ]
+    ppo_runs = [
+        train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress) for seed in seeds
+    ]
+    sac, ppo = _summary(sac_runs), _summary(ppo_runs)
     report = {
         "sac_pendulum_return": sac["mean"],
         "sac_pendulum_return_std": sac["std"],
@@ -231,21 +290,55 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title=f"learner parity ({len(seeds)} seed(s){', quick' if args.quick else ''})")
     for column in ("benchmark", "env steps", "mean return", "std", "per seed", "target", "met", "wall s / run"):
         table.add_column(column)
-    rows = (("SAC Pendulum-v1", sac, SAC_TARGET, "sac_pendulum"), ("PPO CartPole-v1", ppo, PPO_TARGET, "ppo_cartpole"))
+    rows = (
+        ("SAC Pendulum-v1", sac, SAC_TARGET, "sac_pendulum"),
+        ("PPO CartPole-v1", ppo, PPO_TARGET, "ppo_cartpole"),
+    )
     for name, summary, target, key in rows:
-        table.add_row(name, str(summary["env_steps"]), f"{summary['mean']:.1f}", f"{summary['std']:.1f}",
-                      ", ".join(f"{r:.0f}" for r in summary["returns"]), f">= {target:.0f}",
-                      "yes" if report[f"{key}_target_met"] else "no", ", ".join(str(w) for w in summary["wall_s"]))
+        table.add_row(
+            name,
+            str(summary["env_steps"]),
+            f"{summary['mean']:.1f}",
+            f"{summary['std']:.1f}",
+            ", ".join(f"{r:.0f}" for r in summary["returns"]),
+            f">= {target:.0f}",
+            "yes" if report[f"{key}_target_met"] else "no",
+            ", ".join(str(w) for w in summary["wall_s"]),
+        )
     Console().print(table)
     return 0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=_positive_int, default=3, help="independent runs per learner (default 3)")
-    parser.add_argument("--quick", action="store_true", help="short smoke run (SAC 3k, PPO 30k steps); not a parity check")
-    parser.add_argument("--sac-steps", type=_positive_int, default=20_000, help="SAC env steps (default 20000)")
-    parser.add_argument("--ppo-steps", type=_positive_int, default=100_000, help="PPO env steps (default 100000; target: within 200000)")
-    parser.add_argument("--eval-episodes", type=_positive_int, default=EVAL_EPISODES, help="deterministic evaluation episodes per run")
+    parser.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=3,
+        help="independent runs per learner (default 3)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="short smoke run (SAC 3k, PPO 30k steps); not a parity check",
+    )
+    parser.add_argument(
+        "--sac-steps",
+        type=_positive_int,
+        default=20_000,
+        help="SAC env steps (default 20000)",
+    )
+    parser.add_argument(
+        "--ppo-steps",
+        type=_positive_int,
+        default=100_000,
+        help="PPO env steps (default 100000; target: within 200000)",
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=_positive_int,
+        default=EVAL_EPISODES,
+        help="deterministic evaluation episodes per run",
+    )
     parser.add_argument("--verbose", action="store_true", help="print training progress to stderr")
     parser.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads (default 1)")
     parser.set_defaults(run=run)

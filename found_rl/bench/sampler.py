@@ -50,6 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="synthetic env: mean step latency in ms (default 5; 1 with --quick)")
     parser.add_argument("--rho", type=float, default=0.5, help="FAST's ended-fraction threshold (default 0.5)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adaptive", action="store_true",
+                        help="also run FAST with an adaptive rho chosen by measured throughput (row fast_adaptive)")
     parser.add_argument("--quick", action="store_true", help="smoke test: N = 2 4, few transitions, 1 ms steps")
     parser.set_defaults(run=run)
 
@@ -90,6 +92,8 @@ def measure(
     executor = ProcessExecutor(env_fns, timeout_s=300)
     if sampler_name == "fast":
         sampler = FastSampler(executor, policy, rho=args.rho, seed=args.seed)
+    elif sampler_name == "fast_adaptive":
+        sampler = FastSampler(executor, policy, adaptive_rho=True, seed=args.seed)
     elif sampler_name == "global_reset":
         sampler = GlobalResetSampler(executor, policy, seed=args.seed)
     elif sampler_name == "per_clip_reset":
@@ -145,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
     policy = MlpPolicy(obs_dim, args.seed)
 
     results: list[Measurement] = [measure("single", [env_fn], policy, args, transitions)]
+    names = [*SAMPLERS[1:], "fast_adaptive"] if args.adaptive else list(SAMPLERS[1:])
     for num_clips in clip_counts:
-        for name in SAMPLERS[1:]:
+        for name in names:
             results.append(measure(name, [env_fn] * num_clips, policy, args, transitions))
     report = build_report(results, args.env, env_description, transitions, clip_counts)
     print(json.dumps(report, indent=2) if args.json else format_table(report, results))
@@ -166,7 +171,7 @@ def build_report(
         "single_clip": {"seconds_per_10k": single.seconds_per_10k, "env_time_share": single.env_time_share},
     }
     for key in ("seconds_per_10k", "speedup_vs_single", "valid_fraction", "env_time_share"):
-        report[key] = {name: {} for name in SAMPLERS[1:]}
+        report[key] = {m.sampler: {} for m in results[1:]}
     for m in results[1:]:
         report["seconds_per_10k"][m.sampler][str(m.num_clips)] = round(m.seconds_per_10k, 3)
         report["speedup_vs_single"][m.sampler][str(m.num_clips)] = round(single.seconds_per_10k / m.seconds_per_10k, 3)

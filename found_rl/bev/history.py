@@ -190,23 +190,25 @@ def _overlapping(centres_xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.nd
         return _NO_INDICES
     positions = centres_xy.view(np.complex128).ravel()
     reach = radii_m + _OVERLAP_MARGIN_M
-    is_close = np.abs(positions[:, None] - positions[None, :]) < reach[:, None] + reach[None, :]
-    first, second = np.nonzero(np.triu(is_close, 1))
+    is_close = np.abs(positions[:, None] - positions) < reach[:, None] + reach
+    first, second = np.nonzero(is_close)
+    is_pair = first < second  # each unordered pair once, no box with itself
+    first, second = first[is_pair], second[is_pair]
     if len(first) == 0:
         return _NO_INDICES
-    heading = np.exp(1j * np.deg2rad(yaw_deg))
-    half_length = half_extent[:, 0] + 0.5 * _OVERLAP_MARGIN_M
-    half_width = half_extent[:, 1] + 0.5 * _OVERLAP_MARGIN_M
-    a1, b1, a2, b2 = half_length[first], half_width[first], half_length[second], half_width[second]
-    h1, h2 = heading[first], heading[second]
-    relative = h2 * h1.conj()
-    cos, sin = np.abs(relative.real), np.abs(relative.imag)
+    to_local = np.exp(-1j * np.deg2rad(yaw_deg))  # multiplying by it turns world into (along, across)
+    grown = half_extent + 0.5 * _OVERLAP_MARGIN_M  # (N, 2) half-length, half-width
     offset = positions[second] - positions[first]
-    in_frame1, in_frame2 = offset * h1.conj(), offset * h2.conj()  # (along, across) as (re, im)
-    is_separated = (
-        (np.abs(in_frame1.real) > a1 + a2 * cos + b2 * sin)
-        | (np.abs(in_frame1.imag) > b1 + a2 * sin + b2 * cos)
-        | (np.abs(in_frame2.real) > a2 + a1 * cos + b1 * sin)
-        | (np.abs(in_frame2.imag) > b2 + a1 * sin + b1 * cos)
-    )
-    return np.unique(first[~is_separated])
+    local1, local2 = to_local[first], to_local[second]
+    # |cos| and |sin| of the angle between the boxes.
+    cos_sin = np.abs((local1 / local2).view(np.float64).reshape(-1, 2))
+    cos, sin = cos_sin[:, :1], cos_sin[:, 1:]
+    extent1, extent2 = grown[first], grown[second]
+    # Box 2 projected on box 1's axes (and vice versa): a*|cos| + b*|sin|, a*|sin| + b*|cos|.
+    reach1 = extent1 + cos * extent2 + sin * extent2[:, ::-1]
+    reach2 = extent2 + cos * extent1 + sin * extent1[:, ::-1]
+    gap1 = np.abs((offset * local1).view(np.float64).reshape(-1, 2))
+    gap2 = np.abs((offset * local2).view(np.float64).reshape(-1, 2))
+    is_separated = np.any(gap1 > reach1, axis=1) | np.any(gap2 > reach2, axis=1)
+    overlapping = first[~is_separated]
+    return np.unique(overlapping) if len(overlapping) > 1 else overlapping

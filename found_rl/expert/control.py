@@ -57,7 +57,7 @@ class ExpertConfig:
         hold_brake: brake applied while holding.
     """
 
-    cruise_speed_mps: float = 7.0
+    cruise_speed_mps: float = 8.0
     max_lateral_accel_mps2: float = 2.0
     comfort_decel_mps2: float = 2.5
     wheelbase_m: float = _VEHICLE.wheelbase_m

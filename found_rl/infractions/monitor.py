@@ -11,6 +11,7 @@ everything here is computed from the oriented boxes, stop lines, road polygons a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,9 +70,8 @@ class InfractionConfig:
     completed_fraction: float = 0.99
 
 
-@dataclass(frozen=True)
-class InfractionReport:
-    """Outcome of one step's checks.
+class InfractionReport(NamedTuple):
+    """Outcome of one step's checks (a NamedTuple: one is built every step).
 
     Attributes:
         infractions: infractions that started this step, in detection order.

@@ -65,15 +65,27 @@ def mlp(input_dim: int, hidden: tuple[int, ...], activation: type[nn.Module] = n
 class BevStateEncoder(nn.Module):
     """Encodes ``{"bev": (B, C, H, W) uint8, "state": (B, S) float32}`` into ``(B, features_dim)``."""
 
-    def __init__(self, bev_shape: tuple[int, int, int], state_dim: int, config: EncoderConfig = EncoderConfig()):
+    def __init__(
+        self,
+        bev_shape: tuple[int, int, int],
+        state_dim: int,
+        config: EncoderConfig = EncoderConfig(),
+    ):
         super().__init__()
         channels, height, width = bev_shape
         layers: list[nn.Module] = []
         in_channels = channels
         for out_channels in config.conv_channels:
-            layers += [nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=2, padding=1), nn.ReLU()]
+            layers += [
+                nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=2, padding=1),
+                nn.ReLU(),
+            ]
             in_channels = out_channels
-        layers += [nn.Conv2d(in_channels, config.bottleneck_channels, kernel_size=1), nn.ReLU(), nn.Flatten()]
+        layers += [
+            nn.Conv2d(in_channels, config.bottleneck_channels, kernel_size=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        ]
         self.cnn = nn.Sequential(*layers)
         with torch.no_grad():
             cnn_dim = int(self.cnn(torch.zeros(1, channels, height, width)).shape[1])
@@ -83,7 +95,7 @@ class BevStateEncoder(nn.Module):
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         if not isinstance(obs, dict):
-            raise ValueError("BevStateEncoder: expected a dict observation with 'bev' and 'state'")
+            raise TypeError("BevStateEncoder: expected a dict observation with 'bev' and 'state'")
         bev = obs["bev"].float() / 255.0  # uint8 masks → [0, 1], as SB3's normalize_images
         return self.fusion(torch.cat([self.cnn(bev), self.state_mlp(obs["state"])], dim=1))
 
@@ -97,7 +109,7 @@ class FlatEncoder(nn.Module):
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         if isinstance(obs, dict):
-            raise ValueError("FlatEncoder: expected a (B, D) tensor observation, got a dict")
+            raise TypeError("FlatEncoder: expected a (B, D) tensor observation, got a dict")
         return obs.float()
 
 
@@ -126,7 +138,11 @@ class NetworkConfig:
                 raise ValueError(f"NetworkConfig.{name}: expected ints >= 1, got {widths}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"encoder": self.encoder.to_dict(), "actor_hidden": list(self.actor_hidden), "critic_hidden": list(self.critic_hidden)}
+        return {
+            "encoder": self.encoder.to_dict(),
+            "actor_hidden": list(self.actor_hidden),
+            "critic_hidden": list(self.critic_hidden),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NetworkConfig:

@@ -8,13 +8,13 @@ and a flat vector ``(D,) float32`` (gymnasium classics such as Pendulum or CartP
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
 
-TensorObs = Union[torch.Tensor, dict[str, torch.Tensor]]
-NumpyObs = Union[np.ndarray, dict[str, np.ndarray]]
+TensorObs = torch.Tensor | dict[str, torch.Tensor]
+NumpyObs = np.ndarray | dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,11 @@ class ObsSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form for checkpoints."""
-        return {"bev_shape": self.bev_shape, "state_dim": self.state_dim, "vector_dim": self.vector_dim}
+        return {
+            "bev_shape": self.bev_shape,
+            "state_dim": self.state_dim,
+            "vector_dim": self.vector_dim,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ObsSpec:
@@ -79,9 +83,7 @@ def obs_spec_from_space(space: Any) -> ObsSpec:
         return ObsSpec(bev_shape=tuple(int(d) for d in bev.shape), state_dim=int(state.shape[0]))  # type: ignore[arg-type]
     if isinstance(space, spaces.Box) and len(space.shape) == 1:
         return ObsSpec(vector_dim=int(space.shape[0]))
-    raise ValueError(
-        f"observation space: expected Dict(bev=uint8 (C,H,W), state=(S,)) or a 1-D Box, got {space}"
-    )
+    raise ValueError(f"observation space: expected Dict(bev=uint8 (C,H,W), state=(S,)) or a 1-D Box, got {space}")
 
 
 def obs_to_tensor(obs: NumpyObs, spec: ObsSpec, device: torch.device | str = "cpu") -> tuple[TensorObs, bool]:
@@ -118,13 +120,15 @@ def obs_to_tensor(obs: NumpyObs, spec: ObsSpec, device: torch.device | str = "cp
         }
         return tensors, single
     if isinstance(obs, dict):
-        raise ValueError(f"observation: expected an array of length {spec.vector_dim}, got a dict")
+        raise ValueError(f"observation: expected an array of length {spec.vector_dim}, got a dict")  # noqa: TRY004
     array = np.asarray(obs, dtype=np.float32)
     single = array.ndim == 1
     if single:
         array = array[None]
     if array.ndim != 2 or array.shape[1] != spec.vector_dim:
-        raise ValueError(f"observation: expected shape (B, {spec.vector_dim}) or ({spec.vector_dim},), got {array.shape}")
+        raise ValueError(
+            f"observation: expected shape (B, {spec.vector_dim}) or ({spec.vector_dim},), got {array.shape}"
+        )
     return torch.as_tensor(array, device=device), single
 
 

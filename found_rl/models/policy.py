@@ -73,7 +73,11 @@ def build_actor(spec: PolicySpec) -> nn.Module:
     if spec.algo == "sac":
         return SquashedGaussianActor(encoder, spec.action_dim, spec.network.actor_hidden)
     return ActorCritic(
-        encoder, ActionKind(spec.action_kind), spec.action_dim, spec.network.actor_hidden, spec.network.critic_hidden
+        encoder,
+        ActionKind(spec.action_kind),
+        spec.action_dim,
+        spec.network.actor_hidden,
+        spec.network.critic_hidden,
     )
 
 

@@ -93,9 +93,17 @@ class ActorCritic(nn.Module):
         if self.action_kind is ActionKind.CATEGORICAL:
             return Categorical(logits=out, validate_args=False)
         if self.action_kind is ActionKind.GAUSSIAN:
-            return Independent(Normal(out, self.actor_logstd.expand_as(out).exp(), validate_args=False), 1, validate_args=False)
+            return Independent(
+                Normal(out, self.actor_logstd.expand_as(out).exp(), validate_args=False),
+                1,
+                validate_args=False,
+            )
         concentration1, concentration0 = (F.softplus(part) + 1.0 for part in out.chunk(2, dim=-1))
-        return Independent(Beta(concentration1, concentration0, validate_args=False), 1, validate_args=False)
+        return Independent(
+            Beta(concentration1, concentration0, validate_args=False),
+            1,
+            validate_args=False,
+        )
 
     def get_action_and_value(
         self, obs: TensorObs, action: torch.Tensor | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from found_rl.rewards.carl import CarlConfig, carl_reward
-from found_rl.rewards.context import Hazards, Reward, StepContext
+from found_rl.rewards.context import Hazards, Reward, StepContext, reward_hazards
 from found_rl.rewards.valeo import ValeoConfig, valeo_reward
 
 RewardFn = Callable[[StepContext], Reward]
@@ -39,5 +39,6 @@ __all__ = [
     "ValeoConfig",
     "carl_reward",
     "get_reward",
+    "reward_hazards",
     "valeo_reward",
 ]

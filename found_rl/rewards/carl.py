@@ -7,7 +7,7 @@ r = Δcompletion × f_speed × f_centre × f_ttc × f_comfort × f_lanes + r_ter
 - Δcompletion: fraction of the route gained this step (the episode's sum is RC, in [0, 1]);
 - f_speed = max(0, 1 - overspeed / max_overspeed) above the speed limit;
 - f_centre = 1 - clip(lateral / (lane half-width), 0, 1) × centre_softener (lateral to the
-  route; not applied inside junctions, as CaRL);
+  route, half-width of the route's lane; not applied inside junctions, as CaRL);
 - f_ttc = ttc_factor while the time to collision with the leader is below ``min_ttc_s``;
 - f_comfort = comfort_factor when longitudinal acceleration, yaw rate or lateral acceleration
   leave nuPlan's comfort bounds;
@@ -35,7 +35,8 @@ class CarlConfig:
     Attributes:
         speed_limit_mps: speed above which the speed factor drops.
         max_overspeed_mps: overspeed at which the speed factor reaches 0 (CaRL: 5 mph).
-        lane_half_width_m: lateral distance at which the centre factor bottoms out.
+        lane_half_width_m: lateral distance at which the centre factor bottoms out when the
+            route's lane is not in the map (otherwise half the lane's width).
         centre_softener: how far the centre factor drops (1: to 0).
         min_ttc_s: time to collision below which ``ttc_factor`` applies.
         ttc_factor: progress factor while the TTC is too short.
@@ -64,10 +65,10 @@ def speed_factor(speed_mps: float, config: CarlConfig) -> float:
     return 1.0 if overspeed <= 0 else max(0.0, 1.0 - overspeed / config.max_overspeed_mps)
 
 
-def centre_factor(lateral_m: float, in_junction: bool, config: CarlConfig) -> float:
+def centre_factor(lateral_m: float, lane_half_width_m: float, in_junction: bool, config: CarlConfig) -> float:
     if in_junction:
         return 1.0
-    violation = min(max(lateral_m / config.lane_half_width_m, 0.0), 1.0)
+    violation = min(max(lateral_m / lane_half_width_m, 0.0), 1.0)
     return 1.0 - violation * config.centre_softener
 
 
@@ -100,7 +101,12 @@ def carl_reward(context: StepContext, config: CarlConfig = CarlConfig()) -> Rewa
     lane = snapshot.map.lanes.get(route.lane_ids[min(progress.index, len(route.lane_ids) - 1)])
     factors = {
         "speed": speed_factor(snapshot.ego.speed_mps, config),
-        "centre": centre_factor(progress.lateral_m, lane is not None and lane.is_junction, config),
+        "centre": centre_factor(
+            progress.lateral_m,
+            lane.width_m / 2.0 if lane is not None else config.lane_half_width_m,
+            lane is not None and lane.is_junction,
+            config,
+        ),
         "ttc": ttc_factor(context.hazards.leader_gap_m, context.hazards.leader_closing_mps, config),
         "comfort": comfort_factor(context, config),
         "lanes": 0.0 if context.report.is_outside_route_lanes else 1.0,

@@ -6,12 +6,17 @@ functions of it, so they can be checked by hand on made-up numbers.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
+from found_rl.hazards import ActorHazard, LightHazard, StopSignHazard
 from found_rl.infractions import InfractionReport
 from found_rl.route_progress import RouteProgress
-from found_rl.sim.snapshot import WorldSnapshot
+from found_rl.sim.snapshot import LightState, WorldSnapshot
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,50 @@ class Hazards:
     stop_sign_m: float | None = None
     leader_gap_m: float | None = None
     leader_closing_mps: float | None = None
+
+
+def reward_hazards(
+    snapshot: WorldSnapshot,
+    light: LightHazard | None,
+    stop_sign: StopSignHazard | None,
+    leader: ActorHazard | None,
+    walkers: Sequence[ActorHazard],
+) -> Hazards:
+    """The reward's view of the hazards :mod:`found_rl.hazards` found ahead.
+
+    Args:
+        snapshot: the world now.
+        light: the affecting traffic light, if any (only red or yellow slow the ego down).
+        stop_sign: the next stop sign the ego has not stopped at yet, if any.
+        leader: the leading vehicle on the route, if any.
+        walkers: walkers in the ego's path.
+    """
+    ego_x, ego_y = snapshot.ego.xy.tolist()
+
+    def centre_distance_m(xy: np.ndarray) -> float:
+        x, y = xy.tolist()
+        return math.hypot(x - ego_x, y - ego_y)
+
+    light_m = None
+    if light is not None and light.state in (LightState.RED, LightState.YELLOW) and light.index >= 0:
+        light_m = centre_distance_m(snapshot.traffic_lights.segments[light.index].mean(axis=0))
+    sign_m = None
+    if stop_sign is not None and stop_sign.index >= 0:
+        sign_m = centre_distance_m(snapshot.stop_signs.segments[stop_sign.index].mean(axis=0))
+    if leader is None:
+        vehicle_m = gap_m = closing_mps = None
+    else:
+        vehicle_m = centre_distance_m(snapshot.vehicles.xy[leader.index])
+        gap_m = max(leader.distance_m, 0.0)
+        closing_mps = snapshot.ego.forward_speed_mps - leader.speed_along_route_mps
+    return Hazards(
+        vehicle_m=vehicle_m,
+        walker_m=min((centre_distance_m(snapshot.walkers.xy[w.index]) for w in walkers), default=None),
+        light_m=light_m,
+        stop_sign_m=sign_m,
+        leader_gap_m=gap_m,
+        leader_closing_mps=closing_mps,
+    )
 
 
 @dataclass(frozen=True)

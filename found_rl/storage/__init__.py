@@ -3,4 +3,10 @@
 from found_rl.storage.replay import ReplayBuffer, ReplaySamples, StepId
 from found_rl.storage.rollout import RolloutSamples, RolloutStorage
 
-__all__ = ["ReplayBuffer", "ReplaySamples", "RolloutSamples", "RolloutStorage", "StepId"]
+__all__ = [
+    "ReplayBuffer",
+    "ReplaySamples",
+    "RolloutSamples",
+    "RolloutStorage",
+    "StepId",
+]

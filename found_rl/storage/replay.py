@@ -13,8 +13,9 @@ overwritten after it too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -50,7 +51,10 @@ class ReplaySamples(NamedTuple):
 
 def _obs_layout(spec: ObsSpec) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     if spec.is_dict:
-        return {"bev": (tuple(spec.bev_shape), np.dtype(np.uint8)), "state": ((int(spec.state_dim),), np.dtype(np.float32))}  # type: ignore[arg-type]
+        return {
+            "bev": (tuple(spec.bev_shape), np.dtype(np.uint8)),
+            "state": ((int(spec.state_dim),), np.dtype(np.float32)),
+        }  # type: ignore[arg-type]
     return {"obs": ((int(spec.vector_dim),), np.dtype(np.float32))}  # type: ignore[arg-type]
 
 
@@ -82,7 +86,12 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer.capacity: expected at least 4 × num_envs = {4 * num_envs}, got {capacity}")
         if action_dim < 1:
             raise ValueError(f"ReplayBuffer.action_dim: expected an int >= 1, got {action_dim}")
-        self.capacity, self.obs_spec, self.action_dim, self.num_envs = capacity, obs_spec, action_dim, num_envs
+        self.capacity, self.obs_spec, self.action_dim, self.num_envs = (
+            capacity,
+            obs_spec,
+            action_dim,
+            num_envs,
+        )
         self.device = torch.device(device)
         self._obs: dict[str, np.ndarray] = {}
         for key, (shape, dtype) in _obs_layout(obs_spec).items():
@@ -92,7 +101,10 @@ class ReplayBuffer:
                 folder = Path(memmap_dir)
                 folder.mkdir(parents=True, exist_ok=True)
                 self._obs[key] = np.lib.format.open_memmap(
-                    folder / f"replay_{key}.npy", mode="w+", dtype=dtype, shape=(capacity, *shape)
+                    folder / f"replay_{key}.npy",
+                    mode="w+",
+                    dtype=dtype,
+                    shape=(capacity, *shape),
                 )
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros(capacity, dtype=np.float32)
@@ -142,7 +154,9 @@ class ReplayBuffer:
         for key, (shape, dtype) in layout.items():
             array = np.asarray(data[key])
             if array.shape != (self.num_envs, *shape):
-                raise ValueError(f"ReplayBuffer.add: {name}[{key!r}] must have shape {(self.num_envs, *shape)}, got {array.shape}")
+                raise ValueError(
+                    f"ReplayBuffer.add: {name}[{key!r}] must have shape {(self.num_envs, *shape)}, got {array.shape}"
+                )
             out[key] = array.astype(dtype, copy=False)
         return out
 
@@ -171,10 +185,18 @@ class ReplayBuffer:
         rewards = np.asarray(rewards, dtype=np.float32).reshape(self.num_envs)
         terminated = np.asarray(terminated, dtype=bool).reshape(self.num_envs)
         ended = terminated | np.asarray(truncated, dtype=bool).reshape(self.num_envs)
-        ids = np.full((self.num_envs, 3), -1, dtype=np.int64) if step_ids is None else np.asarray(step_ids, dtype=np.int64)
+        ids = (
+            np.full((self.num_envs, 3), -1, dtype=np.int64)
+            if step_ids is None
+            else np.asarray(step_ids, dtype=np.int64)
+        )
         if ids.shape != (self.num_envs, 3):
             raise ValueError(f"ReplayBuffer.add: step_ids must have shape {(self.num_envs, 3)}, got {ids.shape}")
-        is_valid = np.ones(self.num_envs, dtype=bool) if valid is None else np.asarray(valid, dtype=bool).reshape(self.num_envs)
+        is_valid = (
+            np.ones(self.num_envs, dtype=bool)
+            if valid is None
+            else np.asarray(valid, dtype=bool).reshape(self.num_envs)
+        )
         for env in np.flatnonzero(is_valid):
             slot = self._pending[env]
             if slot >= 0 and not all(np.array_equal(self._obs[k][slot], obs_d[k][env]) for k in self._obs):
@@ -198,7 +220,12 @@ class ReplayBuffer:
                 self.step_ids[slot] = ids[env]
                 self._slot_of_id[tuple(int(v) for v in ids[env])] = slot  # type: ignore[index]
 
-    def attach_labels(self, step_id: StepId, action: np.ndarray | None = None, clip_bonus: float | None = None) -> bool:
+    def attach_labels(
+        self,
+        step_id: StepId,
+        action: np.ndarray | None = None,
+        clip_bonus: float | None = None,
+    ) -> bool:
         """Attach an advisor action and/or CLIP bonus to the transition of ``step_id``'s observation.
 
         Returns:
@@ -230,7 +257,10 @@ class ReplayBuffer:
     def label_coverage(self) -> dict[str, float]:
         """Fraction of stored transitions with an advisor action / a CLIP bonus."""
         total = max(1, self._counts["transitions"])
-        return {"advisor": self._counts["advisor"] / total, "clip": self._counts["clip"] / total}
+        return {
+            "advisor": self._counts["advisor"] / total,
+            "clip": self._counts["clip"] / total,
+        }
 
     @property
     def obs_nbytes(self) -> int:
@@ -240,13 +270,23 @@ class ReplayBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes of every array the buffer holds (observations included)."""
-        others = (self.actions, self.rewards, self.terminated, self.next_slot, self.is_transition, self.step_ids,
-                  self.advisor_actions, self.has_advisor, self.clip_bonus, self.has_clip)
+        others = (
+            self.actions,
+            self.rewards,
+            self.terminated,
+            self.next_slot,
+            self.is_transition,
+            self.step_ids,
+            self.advisor_actions,
+            self.has_advisor,
+            self.clip_bonus,
+            self.has_clip,
+        )
         return self.obs_nbytes + sum(array.nbytes for array in others)
 
     def _gather_obs(self, slots: np.ndarray) -> TensorObs:
         tensors = {key: torch.as_tensor(array[slots], device=self.device) for key, array in self._obs.items()}
-        return tensors["obs"] if "obs" in tensors else tensors
+        return tensors.get("obs", tensors)
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> ReplaySamples:
         """Uniform batch over stored transitions.

@@ -35,7 +35,11 @@ class RolloutSamples(NamedTuple):
 
     def index(self, idx: torch.Tensor) -> RolloutSamples:
         """The entries ``idx`` (a minibatch)."""
-        obs = {k: v[idx] for k, v in self.observations.items()} if isinstance(self.observations, dict) else self.observations[idx]
+        obs = (
+            {k: v[idx] for k, v in self.observations.items()}
+            if isinstance(self.observations, dict)
+            else self.observations[idx]
+        )
         return RolloutSamples(obs, *(field[idx] for field in self[1:]))
 
 
@@ -67,13 +71,31 @@ class RolloutStorage:
         shape = (num_steps, num_envs)
         if obs_spec.is_dict:
             self.obs: TensorObs = {
-                "bev": torch.zeros(shape + tuple(obs_spec.bev_shape), dtype=torch.uint8, device=self.device),  # type: ignore[arg-type]
+                "bev": torch.zeros(
+                    shape + tuple(obs_spec.bev_shape),
+                    dtype=torch.uint8,
+                    device=self.device,
+                ),  # type: ignore[arg-type]
                 "state": torch.zeros(shape + (int(obs_spec.state_dim),), device=self.device),  # type: ignore[arg-type]
             }
         else:
             self.obs = torch.zeros(shape + (int(obs_spec.vector_dim),), device=self.device)  # type: ignore[arg-type]
-        self.actions = torch.zeros(shape + action_shape, dtype=torch.int64 if discrete else torch.float32, device=self.device)
-        names = ("log_probs", "values", "rewards", "terminated", "truncated", "valid", "final_values", "clip_bonus", "has_clip")
+        self.actions = torch.zeros(
+            shape + action_shape,
+            dtype=torch.int64 if discrete else torch.float32,
+            device=self.device,
+        )
+        names = (
+            "log_probs",
+            "values",
+            "rewards",
+            "terminated",
+            "truncated",
+            "valid",
+            "final_values",
+            "clip_bonus",
+            "has_clip",
+        )
         for name in names:
             setattr(self, name, torch.zeros(shape, device=self.device))
         self.step = 0
@@ -109,7 +131,11 @@ class RolloutStorage:
             self.obs[t] = obs  # type: ignore[assignment]
         self.actions[t] = actions
         self.log_probs[t], self.values[t], self.rewards[t] = log_probs, values, rewards
-        self.terminated[t], self.truncated[t], self.valid[t] = terminated.float(), truncated.float(), valid.float()
+        self.terminated[t], self.truncated[t], self.valid[t] = (
+            terminated.float(),
+            truncated.float(),
+            valid.float(),
+        )
         self.final_values[t] = 0.0 if final_values is None else final_values
         self.has_clip[t] = 0.0
         self.step += 1
@@ -139,7 +165,14 @@ class RolloutStorage:
         next_values = torch.where(ended, self.final_values, next_values)
         rewards = self.rewards + self.has_clip * self.clip_bonus  # learner's reward only (METHOD §3)
         advantages, returns = masked_gae(
-            rewards, self.values, next_values, self.terminated, self.truncated, self.valid, gamma, gae_lambda
+            rewards,
+            self.values,
+            next_values,
+            self.terminated,
+            self.truncated,
+            self.valid,
+            gamma,
+            gae_lambda,
         )
         flat = self.num_steps * self.num_envs
         if isinstance(self.obs, dict):

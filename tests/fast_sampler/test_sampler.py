@@ -144,7 +144,10 @@ def test_transition_stream_yields_exactly_the_valid_rows() -> None:
     with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
         rollout = sampler.collect(12)
     with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
-        transitions = list(sampler.transitions(rollout.num_valid))
+        # Bounded calls that stop mid-lock-step must not lose the rest of that lock-step.
+        transitions = list(sampler.transitions(2))
+        while len(transitions) < rollout.num_valid:
+            transitions += list(sampler.transitions(min(5, rollout.num_valid - len(transitions))))
     expected = [(t, n) for t in range(12) for n in range(3) if rollout.valid[t, n]]
     assert len(transitions) == len(expected)
     for transition, (t, n) in zip(transitions, expected, strict=True):
@@ -230,3 +233,16 @@ def test_fast_sampler_with_adaptive_rho_only_uses_candidate_thresholds() -> None
     assert used <= {0.25, 0.5, 0.75, 1.0} and len(used) > 1
     with pytest.raises(ValueError, match="adaptive_rho"):
         LockstepSampler(env_fns([[2]]), zero_policy, end_rule=ClipEndRule.RESET_CLIP, adaptive_rho=True)
+
+
+def test_policy_may_return_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+
+    def torch_policy(obs: np.ndarray) -> tuple[object, dict[str, object]]:
+        state = torch.as_tensor(obs)
+        return state[:, :2].tanh(), {"log_probs": -state[:, 0].abs()}
+
+    with FastSampler(env_fns([[3], [4]]), torch_policy, seed=0) as sampler:
+        rollout = sampler.collect(3)
+    assert isinstance(rollout.actions, np.ndarray) and rollout.actions.shape == (3, 2, 2)
+    np.testing.assert_allclose(rollout.extras["log_probs"], -np.abs(rollout.obs[..., 0]), rtol=1e-6)

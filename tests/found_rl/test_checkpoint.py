@@ -11,7 +11,12 @@ from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 
 TINY = NetworkConfig(
-    encoder=EncoderConfig(conv_channels=(4, 4, 4, 4), bottleneck_channels=2, state_hidden=(8, 8), features_dim=16),
+    encoder=EncoderConfig(
+        conv_channels=(4, 4, 4, 4),
+        bottleneck_channels=2,
+        state_hidden=(8, 8),
+        features_dim=16,
+    ),
     actor_hidden=(16,),
     critic_hidden=(16,),
 )
@@ -20,13 +25,22 @@ DRIVING = ObsSpec(bev_shape=(15, 32, 32), state_dim=10)
 
 def driving_obs(batch: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"bev": rng.integers(0, 256, (batch, 15, 32, 32), dtype=np.uint8), "state": rng.normal(size=(batch, 10)).astype(np.float32)}
+    return {
+        "bev": rng.integers(0, 256, (batch, 15, 32, 32), dtype=np.uint8),
+        "state": rng.normal(size=(batch, 10)).astype(np.float32),
+    }
 
 
 def test_sac_checkpoint_round_trip_gives_the_same_actions(tmp_path):
     torch.manual_seed(0)
     sac = SAC(DRIVING, 2, SacConfig(network=TINY))
-    path = save_checkpoint(tmp_path / "run" / "policy.pt", sac.policy_spec, sac.actor.state_dict(), sac.state_dict(), {"global_step": 7})
+    path = save_checkpoint(
+        tmp_path / "run" / "policy.pt",
+        sac.policy_spec,
+        sac.actor.state_dict(),
+        sac.state_dict(),
+        {"global_step": 7},
+    )
     policy = load_policy(path)
     obs = driving_obs(5)
     expected = sac.act(obs, deterministic=True)
@@ -38,7 +52,12 @@ def test_sac_checkpoint_round_trip_gives_the_same_actions(tmp_path):
 
 
 def test_ppo_checkpoint_round_trip_for_discrete_actions(tmp_path):
-    ppo = PPO(ObsSpec(vector_dim=4), "categorical", 2, PpoConfig(network=NetworkConfig(actor_hidden=(8,), critic_hidden=(8,))))
+    ppo = PPO(
+        ObsSpec(vector_dim=4),
+        "categorical",
+        2,
+        PpoConfig(network=NetworkConfig(actor_hidden=(8,), critic_hidden=(8,))),
+    )
     path = save_checkpoint(tmp_path / "ppo.pt", ppo.policy_spec, ppo.agent.state_dict())
     obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
     assert np.array_equal(load_policy(path).act(obs), ppo.act(obs))

@@ -167,26 +167,3 @@ def test_driver_stops_at_a_stop_sign_once_then_goes():
     stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign)
     driver.act(stopped)  # the stop is served here
     assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign))[0] > 0.0
-
-
-def test_expert_advisor_answers_like_the_driver():
-    from vlm_server.backends.base import AdviseItem
-
-    from found_rl.advisors import ExpertAdvisor
-
-    driver = ExpertDriver()
-    snapshot = testing.snapshot(0, (8.0, LANE_Y - 0.5), speed_mps=4.0, vehicles=testing.boxes([(25.0, LANE_Y)]))
-    action = driver.act(snapshot)
-    state = driver.last_observation.to_dict()
-    advisor = ExpertAdvisor()
-    advisor.load()
-    good, missing, bad = advisor.advise_batch([
-        AdviseItem("a", None, 4, 4.0, state),
-        AdviseItem("b", None, 4, 4.0, None),
-        AdviseItem("c", None, 4, 4.0, {**state, "speed_mps": None}),
-    ])
-    np.testing.assert_allclose(good.action, action, atol=1e-6)
-    assert missing.action is None and "state" in missing.error
-    assert bad.action is None and "speed_mps" in bad.error
-    with pytest.raises(ValueError, match="unknown options"):
-        ExpertAdvisor(cruise_sped=3.0)

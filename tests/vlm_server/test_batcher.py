@@ -156,3 +156,25 @@ async def test_concurrent_batches_are_bounded():
     await asyncio.gather(*batcher.submit(list(range(12))))
     assert peak == 3
     await batcher.close()
+
+
+async def test_gather_within_returns_results_and_exceptions_in_order():
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(3)]
+    futures[0].set_result(1)
+    futures[1].set_exception(BackendError("x"))
+    futures[2].set_result(3)
+    outcomes = await gather_within(futures, 1.0)
+    assert outcomes[0] == 1 and isinstance(outcomes[1], BackendError) and outcomes[2] == 3
+    single = loop.create_future()
+    single.set_exception(BackendError("y"))
+    assert isinstance((await gather_within([single], 1.0))[0], BackendError)
+
+
+@pytest.mark.parametrize("count", [1, 3])
+async def test_gather_within_cancels_and_raises_timeout_at_the_deadline(count):
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(count)]
+    with pytest.raises(TimeoutError):
+        await gather_within(futures, 0.02)
+    assert all(future.cancelled() for future in futures)

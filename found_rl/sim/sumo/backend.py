@@ -302,7 +302,7 @@ class SumoBackend:
         self._controls = controls
         self._ego = vehicle_dynamics.step_vehicle(self._ego, controls, STEP_S, self.vehicle)
         self._place_ego()
-        self._libsumo.simulationStep()
+        self._libsumo.simulation.step()  # without traci's step-listener bookkeeping
         self._respawn(self._rng, self._num_walkers)
         self._step += 1
         return self._snapshot()

@@ -7,7 +7,14 @@ import torch
 from torch.distributions import Normal, TransformedDistribution
 from torch.distributions.transforms import TanhTransform
 
-from found_rl.algos.guidance import GuidanceTerm, awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, vmr_loss
+from found_rl.algos.guidance import (
+    GuidanceTerm,
+    awag_loss,
+    awag_weights,
+    clip_bonus_rewards,
+    normalized_q_term,
+    vmr_loss,
+)
 from found_rl.algos.schedules import drqv2_cosine, linear_decay, vmr_coefficient
 from found_rl.models.encoders import FlatEncoder
 from found_rl.models.sac_nets import SquashedGaussianActor, squashed_gaussian_log_prob
@@ -38,7 +45,10 @@ def test_vmr_stops_gradient_through_behaviour_q():
 
 @pytest.mark.parametrize(
     ("form", "expected"),
-    [("hinge", (0.0 + 1.0) / 2), ("softplus", (math.log1p(math.exp(-1.0)) + math.log1p(math.exp(1.0))) / 2)],
+    [
+        ("hinge", (0.0 + 1.0) / 2),
+        ("softplus", (math.log1p(math.exp(-1.0)) + math.log1p(math.exp(1.0))) / 2),
+    ],
 )
 def test_vmr_one_sided_forms_penalise_only_a_small_gap(form, expected):
     gaps_q_advisor = torch.tensor([3.0, 1.0])  # gaps 3 and 1 against margin 2
@@ -46,7 +56,10 @@ def test_vmr_one_sided_forms_penalise_only_a_small_gap(form, expected):
     assert loss.item() == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("step", "expected"), [(0, 1.0), (50_000, 1.0), (100_000, 0.5), (150_000, 0.0), (400_000, 0.0)])
+@pytest.mark.parametrize(
+    ("step", "expected"),
+    [(0, 1.0), (50_000, 1.0), (100_000, 0.5), (150_000, 0.0), (400_000, 0.0)],
+)
 def test_vmr_schedule_is_one_then_linear_to_zero(step, expected):
     assert vmr_coefficient(step) == pytest.approx(expected)
 

@@ -38,7 +38,12 @@ def padded_batch(kind: ActionKind, agent, size: int = 12, seed: int = 0) -> tupl
 @pytest.mark.parametrize("kind", [ActionKind.CATEGORICAL, ActionKind.BETA, ActionKind.GAUSSIAN])
 def test_padded_batch_gives_unpadded_loss_and_gradients(kind):
     torch.manual_seed(0)
-    ppo = PPO(VECTOR, kind, 3 if kind is ActionKind.CATEGORICAL else 2, PpoConfig(network=SMALL, ent_coef=0.01))
+    ppo = PPO(
+        VECTOR,
+        kind,
+        3 if kind is ActionKind.CATEGORICAL else 2,
+        PpoConfig(network=SMALL, ent_coef=0.01),
+    )
     batch, valid = padded_batch(kind, ppo.agent)
     unpadded = batch.index(torch.nonzero(valid).squeeze(-1))._replace(valid=torch.ones(int(valid.sum())))
 
@@ -51,8 +56,17 @@ def test_padded_batch_gives_unpadded_loss_and_gradients(kind):
 
     padded_losses, padded_grads = loss_and_grads(batch)
     plain_losses, plain_grads = loss_and_grads(unpadded)
-    for name in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"):
-        assert getattr(padded_losses, name).item() == pytest.approx(getattr(plain_losses, name).item(), rel=1e-5, abs=1e-6)
+    for name in (
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clipfrac",
+    ):
+        assert getattr(padded_losses, name).item() == pytest.approx(
+            getattr(plain_losses, name).item(), rel=1e-5, abs=1e-6
+        )
     for padded, plain in zip(padded_grads, plain_grads):
         assert torch.allclose(padded, plain, rtol=1e-4, atol=1e-6)
 
@@ -77,12 +91,28 @@ def test_storage_gae_ignores_padding_and_bootstraps_truncation():
     valid = torch.tensor([[1, 1], [1, 1], [0, 1], [0, 1]], dtype=torch.float32)
     final_values = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 5.0], [0.0, 0.0]])
     for t in range(4):
-        storage.add(torch.zeros(2, 4), torch.zeros(2, dtype=torch.int64), torch.zeros(2), values[t], rewards[t],
-                    terminated[t], truncated[t], valid[t], final_values[t])
+        storage.add(
+            torch.zeros(2, 4),
+            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(2),
+            values[t],
+            rewards[t],
+            terminated[t],
+            truncated[t],
+            valid[t],
+            final_values[t],
+        )
     out = storage.compute_returns(last_values=torch.tensor([0.0, 0.7]), gamma=0.9, gae_lambda=0.8)
     advantages = out.advantages.reshape(4, 2)
     clip0 = reference_gae([1.0, 2.0], [0.3, 0.2], [0.2, 0.0], [False, True], 0.9, 0.8)
-    clip1_first = reference_gae([0.5, 0.5, 0.5], [0.1, 0.2, 0.3], [0.2, 0.3, 5.0], [False, False, False], 0.9, 0.8)
+    clip1_first = reference_gae(
+        [0.5, 0.5, 0.5],
+        [0.1, 0.2, 0.3],
+        [0.2, 0.3, 5.0],
+        [False, False, False],
+        0.9,
+        0.8,
+    )
     clip1_second = reference_gae([0.5], [0.4], [0.7], [False], 0.9, 0.8)
     assert torch.allclose(advantages[:2, 0], torch.tensor(clip0))
     assert torch.all(advantages[2:, 0] == 0)
@@ -92,8 +122,16 @@ def test_storage_gae_ignores_padding_and_bootstraps_truncation():
 
 def test_clip_bonus_in_rollout_is_masked_per_entry():
     storage = RolloutStorage(1, 2, VECTOR, (), discrete=True)
-    storage.add(torch.zeros(2, 4), torch.zeros(2, dtype=torch.int64), torch.zeros(2), torch.zeros(2), torch.ones(2),
-                torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool), torch.ones(2))
+    storage.add(
+        torch.zeros(2, 4),
+        torch.zeros(2, dtype=torch.int64),
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.ones(2),
+        torch.ones(2, dtype=torch.bool),
+        torch.zeros(2, dtype=torch.bool),
+        torch.ones(2),
+    )
     storage.attach_clip_bonus(0, 1, 0.25)
     out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
     assert torch.allclose(out.returns, torch.tensor([1.0, 1.25]))
@@ -109,14 +147,23 @@ def test_update_reports_loss_tags():
 
 def test_beta_actions_stay_inside_bounds():
     ppo = PPO(VECTOR, "beta", 2, PpoConfig(network=SMALL))
-    actions = ppo.act(np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32), deterministic=False)
+    actions = ppo.act(
+        np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32),
+        deterministic=False,
+    )
     assert actions.shape == (64, 2) and np.all(np.abs(actions) <= 1.0)
 
 
 @pytest.mark.parametrize(
     ("overrides", "field"),
-    [({"clip_coef": 0.0}, "clip_coef"), ({"gae_lambda": 2.0}, "gae_lambda"), ({"action_kind": "dirichlet"}, "dirichlet"),
-     ({"guidance": ("vmr",)}, "vmr"), ({"guidance": ("awac",)}, "awac"), ({"num_minibatches": 0}, "num_minibatches")],
+    [
+        ({"clip_coef": 0.0}, "clip_coef"),
+        ({"gae_lambda": 2.0}, "gae_lambda"),
+        ({"action_kind": "dirichlet"}, "dirichlet"),
+        ({"guidance": ("vmr",)}, "vmr"),
+        ({"guidance": ("awac",)}, "awac"),
+        ({"num_minibatches": 0}, "num_minibatches"),
+    ],
 )
 def test_bad_config_names_the_problem(overrides, field):
     with pytest.raises(ValueError, match=field):

@@ -7,13 +7,27 @@ import pytest
 import torch
 
 from found_rl.algos import make_config, parse_algorithm
-from found_rl.algos.sac import ACTOR_TAGS, AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, SAC, VMR_TAGS, SacConfig
+from found_rl.algos.sac import (
+    ACTOR_TAGS,
+    AWAG_TAGS,
+    CLIP_TAGS,
+    CRITIC_TAGS,
+    LABEL_TAGS,
+    SAC,
+    VMR_TAGS,
+    SacConfig,
+)
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.storage.replay import ReplaySamples
 
 TINY = NetworkConfig(
-    encoder=EncoderConfig(conv_channels=(4, 4, 4, 4), bottleneck_channels=2, state_hidden=(8, 8), features_dim=16),
+    encoder=EncoderConfig(
+        conv_channels=(4, 4, 4, 4),
+        bottleneck_channels=2,
+        state_hidden=(8, 8),
+        features_dim=16,
+    ),
     actor_hidden=(16,),
     critic_hidden=(16,),
 )
@@ -45,7 +59,9 @@ def driving_batch(batch_size: int = 8, labelled: float = 1.0, seed: int = 0) -> 
 
 def test_update_reports_every_tag_on_an_actor_step():
     config = SacConfig(network=TINY, guidance=("vmr", "awag", "clip_bonus"), drq_pad_px=2)
-    logs = SAC(DRIVING, 2, config).update(driving_batch(), global_step=2)
+    sac = SAC(DRIVING, 2, config)
+    sac.update(driving_batch(), global_step=1)  # critic only: the actor waits policy_frequency updates
+    logs = sac.update(driving_batch(), global_step=2)
     expected = set(CRITIC_TAGS + ACTOR_TAGS + LABEL_TAGS + VMR_TAGS + AWAG_TAGS + CLIP_TAGS)
     assert set(logs) == expected
     assert all(np.isfinite(value) for value in logs.values())
@@ -60,9 +76,15 @@ def advisor_gap_after_training(guidance: tuple[str, ...]) -> float:
     gen = torch.Generator().manual_seed(0)
     obs = torch.randn(32, 3, generator=gen)
     batch = ReplaySamples(
-        observations=obs, actions=torch.rand(32, 2, generator=gen) * 2 - 1, rewards=torch.zeros(32),
-        next_observations=obs, dones=torch.zeros(32), has_advisor=torch.ones(32),
-        advisor_actions=torch.rand(32, 2, generator=gen) * 2 - 1, has_clip=torch.zeros(32), clip_bonus=torch.zeros(32),
+        observations=obs,
+        actions=torch.rand(32, 2, generator=gen) * 2 - 1,
+        rewards=torch.zeros(32),
+        next_observations=obs,
+        dones=torch.zeros(32),
+        has_advisor=torch.ones(32),
+        advisor_actions=torch.rand(32, 2, generator=gen) * 2 - 1,
+        has_clip=torch.zeros(32),
+        clip_bonus=torch.zeros(32),
     )
     torch.manual_seed(0)
     network = NetworkConfig(actor_hidden=(32,), critic_hidden=(64, 64))
@@ -114,7 +136,14 @@ def test_nan_reward_stops_with_the_term_named():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("gamma", 1.5), ("tau", 0.0), ("batch_size", 0), ("awag_max_weight", 0.5), ("vmr_form", "cubic"), ("awag_schedule", "exp")],
+    [
+        ("gamma", 1.5),
+        ("tau", 0.0),
+        ("batch_size", 0),
+        ("awag_max_weight", 0.5),
+        ("vmr_form", "cubic"),
+        ("awag_schedule", "exp"),
+    ],
 )
 def test_out_of_range_hyperparameter_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
@@ -141,3 +170,12 @@ def test_state_dict_round_trip_gives_same_actions():
 
 def test_config_is_a_documented_dataclass():
     assert all(f.name for f in dataclasses.fields(SacConfig))
+
+
+def test_critic_stays_trainable_after_an_actor_step():
+    sac = SAC(DRIVING, 2, SacConfig(network=TINY, policy_frequency=1))
+    sac.update(driving_batch(), global_step=1)
+    assert all(p.requires_grad for p in sac.qf.parameters())
+    before = [p.detach().clone() for p in sac.qf.parameters()]
+    sac.update(driving_batch(seed=1), global_step=2)
+    assert any(not torch.equal(a, b) for a, b in zip(before, sac.qf.parameters()))

@@ -17,12 +17,29 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def test_bench_sim_json_has_every_key(capsys):
     args = parse(
-        ["--json", "--steps", "15", "--resets", "2", "--vehicles", "0,5", "--state-vehicles", "5"]
+        [
+            "--json",
+            "--steps",
+            "15",
+            "--resets",
+            "2",
+            "--vehicles",
+            "0,5",
+            "--state-vehicles",
+            "5",
+        ]
         + ["--warmup-s", "5", "--no-pin"]
     )
     assert args.run(args) == 0
     report = json.loads(capsys.readouterr().out)
-    keys = ("steps_per_s_bev_0", "steps_per_s_bev_5", "steps_per_s_state_5", "reset_ms", "reset_ms_p95", "peak_rss_mb")
+    keys = (
+        "steps_per_s_bev_0",
+        "steps_per_s_bev_5",
+        "steps_per_s_state_5",
+        "reset_ms",
+        "reset_ms_p95",
+        "peak_rss_mb",
+    )
     for key in keys:
         assert report[key] > 0, key
     assert report["backend_ms_bev_5"] > 0 and report["render_ms_bev_5"] > 0

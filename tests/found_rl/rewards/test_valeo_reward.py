@@ -5,10 +5,12 @@ import math
 import pytest
 
 from found_rl.events import Infraction, InfractionKind
+from found_rl.hazards import ActorHazard, LightHazard
 from found_rl.infractions import InfractionReport
-from found_rl.rewards import Hazards, StepContext, valeo_reward
+from found_rl.rewards import Hazards, StepContext, reward_hazards, valeo_reward
 from found_rl.route_progress import RouteProgress
-from found_rl.testing import EAST_LANE_Y, snapshot
+from found_rl.sim.snapshot import LightState
+from found_rl.testing import EAST_LANE_Y, boxes, snapshot, stop_line
 
 
 def context(
@@ -93,3 +95,28 @@ def test_terminal_penalty(kind, terminal):
 def test_completing_the_route_is_not_penalised():
     reward = valeo_reward(context(terminated=True, route_completed=True))
     assert reward.terms["terminal"] == 0.0
+
+
+def test_reward_hazards_are_centre_distances_as_in_roach():
+    # Ego centre at (10, 1.75); a leader centred 12 m ahead with a 5 m bumper gap, a red stop
+    # line 9 m ahead, a walker 3 m ahead and 4 m to the side.
+    scene = snapshot(
+        0,
+        (10.0, EAST_LANE_Y),
+        speed_mps=5.0,
+        vehicles=boxes([(22.0, EAST_LANE_Y)], velocity_xy=[(3.0, 0.0)]),
+        walkers=boxes([(13.0, EAST_LANE_Y + 4.0)], half_extent=(0.3, 0.3)),
+        traffic_lights=stop_line(19.0, LightState.RED),
+    )
+    light = LightHazard("light0", "east", LightState.RED, 6.6, 0.5, index=0)
+    leader = ActorHazard(0, "actor0", 5.2, 3.0)
+    walker = ActorHazard(0, "actor0", 0.6, 0.0)
+    hazards = reward_hazards(scene, light, None, leader, [walker])
+    assert hazards.vehicle_m == pytest.approx(12.0)
+    assert hazards.light_m == pytest.approx(9.0)
+    assert hazards.walker_m == pytest.approx(5.0)
+    assert hazards.leader_gap_m == pytest.approx(5.2)
+    assert hazards.leader_closing_mps == pytest.approx(2.0)
+    assert hazards.stop_sign_m is None
+    green = LightHazard("light0", "east", LightState.GREEN, 6.6, 0.5, index=0)
+    assert reward_hazards(scene, green, None, None, []).light_m is None

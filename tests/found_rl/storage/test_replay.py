@@ -18,14 +18,23 @@ def fill_episode(buffer: ReplayBuffer, episode: int, length: int, ending: str) -
     """Observations 100·episode + t; the last step terminates or truncates."""
     for t in range(length):
         is_last = t == length - 1
-        buffer.add(vec(100 * episode + t), np.array([[t / 10]]), np.array([float(t)]), vec(100 * episode + t + 1),
-                   np.array([is_last and ending == "terminated"]), np.array([is_last and ending == "truncated"]),
-                   step_ids=[(0, episode, t)])
+        buffer.add(
+            vec(100 * episode + t),
+            np.array([[t / 10]]),
+            np.array([float(t)]),
+            vec(100 * episode + t + 1),
+            np.array([is_last and ending == "terminated"]),
+            np.array([is_last and ending == "truncated"]),
+            step_ids=[(0, episode, t)],
+        )
 
 
 def all_transitions(buffer: ReplayBuffer):
     batch = buffer.sample(512, np.random.default_rng(0))
-    return {float(o[0]): (float(n[0]), float(d)) for o, n, d in zip(batch.observations, batch.next_observations, batch.dones)}
+    return {
+        float(o[0]): (float(n[0]), float(d))
+        for o, n, d in zip(batch.observations, batch.next_observations, batch.dones)
+    }
 
 
 def test_next_observation_follows_by_index_and_final_observation_is_kept():
@@ -35,8 +44,11 @@ def test_next_observation_follows_by_index_and_final_observation_is_kept():
     assert len(buffer) == 5
     transitions = all_transitions(buffer)
     assert transitions == {
-        0.0: (1.0, 0.0), 1.0: (2.0, 0.0), 2.0: (3.0, 0.0),  # truncated: bootstraps from final obs 3
-        100.0: (101.0, 0.0), 101.0: (102.0, 1.0),  # terminated: done only here
+        0.0: (1.0, 0.0),
+        1.0: (2.0, 0.0),
+        2.0: (3.0, 0.0),  # truncated: bootstraps from final obs 3
+        100.0: (101.0, 0.0),
+        101.0: (102.0, 1.0),  # terminated: done only here
     }
 
 
@@ -57,7 +69,11 @@ def test_labels_attach_by_step_id_and_are_sampled():
     assert buffer.label_coverage() == {"advisor": 0.25, "clip": 0.5}
     batch = buffer.sample(256, np.random.default_rng(1))
     for obs, has_advisor, advisor, has_clip, bonus in zip(
-        batch.observations, batch.has_advisor, batch.advisor_actions, batch.has_clip, batch.clip_bonus
+        batch.observations,
+        batch.has_advisor,
+        batch.advisor_actions,
+        batch.has_clip,
+        batch.clip_bonus,
     ):
         t = int(obs[0])
         assert bool(has_advisor) == (t == 2) and float(advisor[0]) == pytest.approx(0.5 if t == 2 else 0.0)
@@ -92,31 +108,73 @@ def test_lock_step_clips_with_padding_and_memmap(tmp_path):
     assert (tmp_path / "replay_bev.npy").exists()
 
     def obs(values):
-        return {"bev": np.stack([np.full((2, 4, 4), v, dtype=np.uint8) for v in values]),
-                "state": np.array([[v] for v in values], dtype=np.float32)}
+        return {
+            "bev": np.stack([np.full((2, 4, 4), v, dtype=np.uint8) for v in values]),
+            "state": np.array([[v] for v in values], dtype=np.float32),
+        }
 
-    buffer.add(obs([1, 11]), np.zeros((2, 2)), np.zeros(2), obs([2, 12]), np.array([False, True]), np.array([False, False]),
-               step_ids=[(0, 0, 0), (1, 0, 0)])
+    buffer.add(
+        obs([1, 11]),
+        np.zeros((2, 2)),
+        np.zeros(2),
+        obs([2, 12]),
+        np.array([False, True]),
+        np.array([False, False]),
+        step_ids=[(0, 0, 0), (1, 0, 0)],
+    )
     # clip 1 ended: its next row is FAST padding and must not be stored
-    buffer.add(obs([2, 12]), np.zeros((2, 2)), np.zeros(2), obs([3, 12]), np.array([False, False]), np.array([True, False]),
-               step_ids=[(0, 0, 1), (1, 0, 1)], valid=np.array([True, False]))
+    buffer.add(
+        obs([2, 12]),
+        np.zeros((2, 2)),
+        np.zeros(2),
+        obs([3, 12]),
+        np.array([False, False]),
+        np.array([True, False]),
+        step_ids=[(0, 0, 1), (1, 0, 1)],
+        valid=np.array([True, False]),
+    )
     assert len(buffer) == 3
     batch = buffer.sample(64, np.random.default_rng(0))
-    pairs = {(int(o), int(n), int(d)) for o, n, d in zip(batch.observations["state"][:, 0], batch.next_observations["state"][:, 0], batch.dones)}
+    pairs = {
+        (int(o), int(n), int(d))
+        for o, n, d in zip(
+            batch.observations["state"][:, 0],
+            batch.next_observations["state"][:, 0],
+            batch.dones,
+        )
+    }
     assert pairs == {(1, 2, 0), (2, 3, 0), (11, 12, 1)}
     assert np.all(batch.observations["bev"].numpy()[:, 0, 0, 0] == batch.observations["state"].numpy()[:, 0])
 
 
 def test_reset_without_an_episode_end_is_refused():
     buffer = ReplayBuffer(16, VECTOR, action_dim=1)
-    buffer.add(vec(0), np.zeros((1, 1)), np.zeros(1), vec(1), np.array([False]), np.array([False]))
+    buffer.add(
+        vec(0),
+        np.zeros((1, 1)),
+        np.zeros(1),
+        vec(1),
+        np.array([False]),
+        np.array([False]),
+    )
     with pytest.raises(ValueError, match="terminated or truncated"):
-        buffer.add(vec(50), np.zeros((1, 1)), np.zeros(1), vec(51), np.array([False]), np.array([False]))
+        buffer.add(
+            vec(50),
+            np.zeros((1, 1)),
+            np.zeros(1),
+            vec(51),
+            np.array([False]),
+            np.array([False]),
+        )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"capacity": 3}, "capacity"), ({"num_envs": 0}, "num_envs"), ({"action_dim": 0}, "action_dim")],
+    [
+        ({"capacity": 3}, "capacity"),
+        ({"num_envs": 0}, "num_envs"),
+        ({"action_dim": 0}, "action_dim"),
+    ],
 )
 def test_bad_construction_names_the_parameter(kwargs, message):
     args = {"capacity": 16, "obs_spec": VECTOR, "action_dim": 1, **kwargs}
@@ -127,7 +185,14 @@ def test_bad_construction_names_the_parameter(kwargs, message):
 def test_bad_shapes_and_labels_are_named():
     buffer = ReplayBuffer(16, VECTOR, action_dim=1)
     with pytest.raises(ValueError, match="next_obs"):
-        buffer.add(vec(0), np.zeros((1, 1)), np.zeros(1), np.zeros((1, 5)), np.array([False]), np.array([False]))
+        buffer.add(
+            vec(0),
+            np.zeros((1, 1)),
+            np.zeros(1),
+            np.zeros((1, 5)),
+            np.array([False]),
+            np.array([False]),
+        )
     with pytest.raises(ValueError, match="no transitions"):
         buffer.sample(4, np.random.default_rng(0))
     fill_episode(buffer, 0, 2, "terminated")

@@ -11,9 +11,20 @@ def test_driving_rollout_flattens_dict_observations():
     spec = ObsSpec(bev_shape=(3, 8, 8), state_dim=10)
     storage = RolloutStorage(2, 3, spec, (2,))
     for _ in range(2):
-        obs = {"bev": torch.randint(0, 255, (3, 3, 8, 8), dtype=torch.uint8), "state": torch.randn(3, 10)}
-        storage.add(obs, torch.zeros(3, 2), torch.zeros(3), torch.zeros(3), torch.ones(3),
-                    torch.zeros(3, dtype=torch.bool), torch.zeros(3, dtype=torch.bool), torch.ones(3))
+        obs = {
+            "bev": torch.randint(0, 255, (3, 3, 8, 8), dtype=torch.uint8),
+            "state": torch.randn(3, 10),
+        }
+        storage.add(
+            obs,
+            torch.zeros(3, 2),
+            torch.zeros(3),
+            torch.zeros(3),
+            torch.ones(3),
+            torch.zeros(3, dtype=torch.bool),
+            torch.zeros(3, dtype=torch.bool),
+            torch.ones(3),
+        )
     out = storage.compute_returns(torch.zeros(3), gamma=0.99, gae_lambda=0.95)
     assert out.observations["bev"].shape == (6, 3, 8, 8) and out.observations["bev"].dtype == torch.uint8
     assert out.actions.shape == (6, 2) and out.valid.shape == (6,)
@@ -23,8 +34,24 @@ def test_full_storage_and_early_returns_are_refused():
     storage = RolloutStorage(1, 1, ObsSpec(vector_dim=1), (), discrete=True)
     with pytest.raises(ValueError, match="num_steps"):
         storage.compute_returns(torch.zeros(1), 0.99, 0.95)
-    storage.add(torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.zeros(1), torch.zeros(1),
-                torch.zeros(1, dtype=torch.bool), torch.zeros(1, dtype=torch.bool), torch.ones(1))
+    storage.add(
+        torch.zeros(1, 1),
+        torch.zeros(1, dtype=torch.int64),
+        torch.zeros(1),
+        torch.zeros(1),
+        torch.zeros(1),
+        torch.zeros(1, dtype=torch.bool),
+        torch.zeros(1, dtype=torch.bool),
+        torch.ones(1),
+    )
     with pytest.raises(ValueError, match="reset"):
-        storage.add(torch.zeros(1, 1), torch.zeros(1, dtype=torch.int64), torch.zeros(1), torch.zeros(1), torch.zeros(1),
-                    torch.zeros(1, dtype=torch.bool), torch.zeros(1, dtype=torch.bool), torch.ones(1))
+        storage.add(
+            torch.zeros(1, 1),
+            torch.zeros(1, dtype=torch.int64),
+            torch.zeros(1),
+            torch.zeros(1),
+            torch.zeros(1),
+            torch.zeros(1, dtype=torch.bool),
+            torch.zeros(1, dtype=torch.bool),
+            torch.ones(1),
+        )
