@@ -144,37 +144,60 @@ def walkers_in_path(
 
 def route_arclength_m(route: Route) -> np.ndarray:
     """``(R,)`` arc length of each waypoint from the route start (cached per route object)."""
+    return _route_geometry(route).arclength_m
+
+
+@dataclass(frozen=True)
+class _RouteGeometry:
+    """Per-route arrays every query needs, computed once per route object.
+
+    Attributes:
+        arclength_m: ``(R,)`` arc length of each waypoint.
+        direction: ``(R, 2)`` unit heading of each waypoint (from ``yaw_deg``).
+    """
+
+    arclength_m: np.ndarray
+    direction: np.ndarray
+
+
+_route_cache: dict[int, tuple[weakref.ref, _RouteGeometry]] = {}
+
+
+def _route_geometry(route: Route) -> _RouteGeometry:
     key = id(route)
-    cached = _arclength_cache.get(key)
+    cached = _route_cache.get(key)
     if cached is not None and cached[0]() is route:
         return cached[1]
     steps = np.hypot(*np.diff(route.xy, axis=0).T) if len(route.xy) > 1 else np.zeros(0)
-    arclength = np.concatenate([[0.0], np.cumsum(steps)])
-    if len(_arclength_cache) > 64:
-        _arclength_cache.clear()
-    _arclength_cache[key] = (weakref.ref(route), arclength)
-    return arclength
+    yaw = np.deg2rad(np.asarray(route.yaw_deg, dtype=np.float64))
+    geometry = _RouteGeometry(
+        arclength_m=np.concatenate([[0.0], np.cumsum(steps)]),
+        direction=np.stack([np.cos(yaw), np.sin(yaw)], axis=1),
+    )
+    if len(_route_cache) > 64:  # routes are few; drop everything rather than track ages
+        _route_cache.clear()
+    _route_cache[key] = (weakref.ref(route), geometry)
+    return geometry
 
 
-_arclength_cache: dict[int, tuple[weakref.ref, np.ndarray]] = {}
-
-
-def _route_direction(route: Route, indices: np.ndarray | int) -> np.ndarray:
-    yaw = np.deg2rad(route.yaw_deg[indices])
-    return np.stack([np.cos(yaw), np.sin(yaw)], axis=-1)
-
-
-def _ego_arclength(snapshot: WorldSnapshot, route_index: int, arclength: np.ndarray) -> float:
+def _ego_arclength(snapshot: WorldSnapshot, route_index: int, geometry: _RouteGeometry) -> float:
     """Arc length of the ego centre projected onto the route near ``route_index``."""
     route = snapshot.route
     index = min(max(int(route_index), 0), len(route.xy) - 1)
-    offset = np.asarray(snapshot.ego.xy, dtype=np.float64)[:2] - route.xy[index]
-    return float(arclength[index] + offset @ _route_direction(route, index))
+    ego_x, ego_y = float(snapshot.ego.xy[0]), float(snapshot.ego.xy[1])
+    route_x, route_y = route.xy[index]
+    direction_x, direction_y = geometry.direction[index]
+    along = (ego_x - route_x) * direction_x + (ego_y - route_y) * direction_y
+    return float(geometry.arclength_m[index] + along)
 
 
 def _window_end(arclength: np.ndarray, until_m: float) -> int:
     """One past the first waypoint at or beyond arc length ``until_m``."""
     return min(int(np.searchsorted(arclength, until_m)) + 1, len(arclength))
+
+
+_STOP_LINE_REACH_MARGIN_M = 12.0
+"""Slack on the stop-line cull: half the longest stop line (several lanes) plus rounding."""
 
 
 def _first_crossing(
@@ -184,8 +207,9 @@ def _first_crossing(
     route = snapshot.route
     if len(lines) == 0 or len(route.xy) < 2:
         return None
-    arclength = route_arclength_m(route)
-    s_ego = _ego_arclength(snapshot, route_index, arclength)
+    geometry = _route_geometry(route)
+    arclength = geometry.arclength_m
+    s_ego = _ego_arclength(snapshot, route_index, geometry)
     s_front = s_ego + float(snapshot.ego.half_extent[0])
     start = min(max(int(route_index) - 1, 0), len(route.xy) - 2)
     end = _window_end(arclength, s_front + horizon_m)
@@ -194,10 +218,9 @@ def _first_crossing(
         return None
     segments = np.asarray(lines.segments, dtype=np.float64)
     # Cheap cull: only lines whose midpoint is within reach of the searched route stretch.
-    midpoints = segments.mean(axis=1)
-    half_lengths = 0.5 * np.hypot(*(segments[:, 1] - segments[:, 0]).T)
-    reach = (s_front + horizon_m - s_ego) + half_lengths + 1.0
-    near = np.flatnonzero(np.hypot(*(midpoints - snapshot.ego.xy[:2]).T) <= reach)
+    to_midpoint = (segments[:, 0] + segments[:, 1]) * 0.5 - snapshot.ego.xy[:2]
+    reach = (s_front + horizon_m - s_ego) + _STOP_LINE_REACH_MARGIN_M
+    near = np.flatnonzero(np.einsum("ij,ij->i", to_midpoint, to_midpoint) <= reach * reach)
     if len(near) == 0:
         return None
     p0, p1 = path[:-1, None, :], path[1:, None, :]  # (K, 1, 2)
@@ -212,14 +235,19 @@ def _first_crossing(
     if not crosses.any():
         return None
     segment_index, line_index = np.nonzero(crosses)
-    s_cross = arclength[start + segment_index] + t[segment_index, line_index] * np.hypot(
-        *r[segment_index, 0].T
-    )
+    # Route segment k spans arc lengths arclength[start + k] .. arclength[start + k + 1].
+    segment_start = arclength[start + segment_index]
+    segment_length = arclength[start + segment_index + 1] - segment_start
+    s_cross = segment_start + t[segment_index, line_index] * segment_length
     is_ahead = (s_cross >= s_ego) & (s_cross <= s_front + horizon_m)
     if not is_ahead.any():
         return None
     best = np.flatnonzero(is_ahead)[np.argmin(s_cross[is_ahead])]
     return int(near[line_index[best]]), float(s_cross[best] - s_front)
+
+
+_CORNER_SIGNS = np.array([[1.0, 1.0, -1.0, -1.0, 0.0], [1.0, -1.0, -1.0, 1.0, 0.0]])
+"""(along, across) signs of the four box corners and the centre."""
 
 
 def _actors_in_corridor(
@@ -238,28 +266,27 @@ def _actors_in_corridor(
     route = snapshot.route
     if len(boxes) == 0 or len(route.xy) < 2:
         return []
-    arclength = route_arclength_m(route)
-    s_ego = _ego_arclength(snapshot, route_index, arclength)
-    s_front = s_ego + float(snapshot.ego.half_extent[0])
+    geometry = _route_geometry(route)
+    arclength = geometry.arclength_m
+    s_ego = _ego_arclength(snapshot, route_index, geometry)
+    ego_half_length = float(snapshot.ego.half_extent[0])
+    s_front = s_ego + ego_half_length
     half_extent = np.asarray(boxes.half_extent, dtype=np.float64)
     radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
-    ego_xy = np.asarray(snapshot.ego.xy, dtype=np.float64)[:2]
-    reach = horizon_m + float(snapshot.ego.half_extent[0]) + half_width_m + radii
-    candidates = np.flatnonzero(np.hypot(*(boxes.xy - ego_xy).T) <= reach)
+    to_box = np.asarray(boxes.xy, dtype=np.float64) - snapshot.ego.xy[:2]
+    reach = horizon_m + ego_half_length + half_width_m + radii
+    candidates = np.flatnonzero(np.einsum("ij,ij->i", to_box, to_box) <= reach * reach)
     if len(candidates) == 0:
         return []
     start = min(max(int(route_index) - 2, 0), len(route.xy) - 1)
-    end = _window_end(arclength, s_front + horizon_m + float(radii.max()) + 1.0)
-    path, path_s = route.xy[start:end], arclength[start:end]
-    path_direction = _route_direction(route, np.arange(start, end))
+    end = _window_end(arclength, s_front + horizon_m + float(radii[candidates].max()) + 1.0)
+    path, path_s, path_direction = route.xy[start:end], arclength[start:end], geometry.direction[start:end]
 
-    centres = boxes.xy[candidates]
-    yaw = np.deg2rad(boxes.yaw_deg[candidates])
-    forward = np.stack([np.cos(yaw), np.sin(yaw)], axis=-1) * half_extent[candidates, :1]
-    right = np.stack([-np.sin(yaw), np.cos(yaw)], axis=-1) * half_extent[candidates, 1:]
-    corners = np.stack([centres + forward + right, centres + forward - right, centres - forward - right,
-                        centres - forward + right, centres], axis=1)  # (n, 5, 2), centre last
-    points = corners.reshape(-1, 2)
+    # Corners and centre of each candidate, via complex rotation: (n, 5) complex -> (5n, 2).
+    heading = np.exp(1j * np.deg2rad(np.asarray(boxes.yaw_deg, dtype=np.float64)[candidates]))
+    local = half_extent[candidates, :1] * _CORNER_SIGNS[0] + 1j * (half_extent[candidates, 1:] * _CORNER_SIGNS[1])
+    centres = np.ascontiguousarray(boxes.xy[candidates], dtype=np.float64).view(np.complex128)
+    points = np.ascontiguousarray(centres + local * heading[:, None]).view(np.float64).reshape(-1, 2)
     delta = points[:, None, :] - path[None, :, :]
     nearest = np.argmin(np.einsum("ijk,ijk->ij", delta, delta), axis=1)
     offset = points - path[nearest]
@@ -275,6 +302,8 @@ def _actors_in_corridor(
         & (box_along.max(axis=1) >= s_front)
         & (gap_m <= horizon_m)
     )
+    if not is_hazard.any():
+        return []
     centre_direction = direction.reshape(-1, 5, 2)[:, 4]
     speed_along = np.einsum("ij,ij->i", boxes.velocity_xy[candidates], centre_direction)
     hazards = [

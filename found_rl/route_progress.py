@@ -37,10 +37,11 @@ class RouteProgress(NamedTuple):
         progress_m: furthest arc length reached along the route, metres.
         completion: ``progress_m / route.length_m`` in ``[0, 1]`` (leaderboard RC).
         completion_delta: increase of ``completion`` in this step (>= 0).
-        lateral_m: unsigned distance from the ego centre to the route segment, metres.
+        lateral_m: unsigned distance from the ego centre to the line through the nearest
+            route segment (Roach's lateral distance), metres.
         heading_error_rad: ego yaw minus route yaw at the projection, wrapped to ``[-pi, pi]``.
-        deviation_m: distance from the ego centre to the nearest searched route point, metres
-            (equal to ``lateral_m`` unless the ego is beyond the route's ends).
+        deviation_m: distance from the ego centre to the nearest point of the searched route
+            stretch, metres (``lateral_m`` except level with a segment end or past the route).
         distance_driven_m: path length the ego centre has moved since reset, metres.
     """
 

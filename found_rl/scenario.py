@@ -37,20 +37,27 @@ NETWORK_SUFFIXES = (".net.xml", ".xodr")
 
 def _count_range(value: Any) -> tuple[int, int]:
     """Accept ``n`` or ``[lo, hi]`` (inclusive); return ``(lo, hi)``."""
+    # ValueError (not TypeError): pydantic turns only ValueErrors into field errors.
     if isinstance(value, bool):
-        raise ValueError(f"expected an int >= 0 or a [min, max] pair, got {value!r}")
+        raise ValueError(f"expected an int >= 0 or a [min, max] pair, got {value!r}")  # noqa: TRY004
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"expected an int >= 0, got {value}")
         return (value, value)
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         low, high = value
         if low < 0 or high < low:
-            raise ValueError(f"expected a [min, max] pair with 0 <= min <= max, got {list(value)}")
+            raise ValueError(
+                f"expected a [min, max] pair with 0 <= min <= max, got {list(value)}"
+            )
         return (low, high)
-    raise ValueError(f"expected an int >= 0 or a [min, max] pair of ints, got {value!r}")
+    raise ValueError(
+        f"expected an int >= 0 or a [min, max] pair of ints, got {value!r}"
+    )
 
 
 CountRange = Annotated[tuple[int, int], BeforeValidator(_count_range)]
@@ -63,8 +70,12 @@ class _Strict(BaseModel):
 class _GeneratedBase(_Strict):
     lanes: int = Field(1, ge=1, le=4, description="lanes per direction")
     speed_limit_mps: float = Field(13.89, gt=0, le=40)
-    traffic_lights: bool = Field(True, description="signalise every junction with >= 3 arms")
-    sidewalks: bool = Field(True, description="sidewalks on every road, crossings at junctions")
+    traffic_lights: bool = Field(
+        True, description="signalise every junction with >= 3 arms"
+    )
+    sidewalks: bool = Field(
+        True, description="sidewalks on every road, crossings at junctions"
+    )
 
 
 class GridNetwork(_GeneratedBase):
@@ -73,7 +84,9 @@ class GridNetwork(_GeneratedBase):
     type: Literal["grid"]
     junctions: int = Field(3, ge=2, le=12, description="junctions along each side")
     block_length_m: float = Field(100.0, ge=30, le=500)
-    attach_length_m: float = Field(60.0, ge=0, le=500, description="dead-end arms at the border")
+    attach_length_m: float = Field(
+        60.0, ge=0, le=500, description="dead-end arms at the border"
+    )
 
 
 class SpiderNetwork(_GeneratedBase):
@@ -97,11 +110,15 @@ class RandomNetwork(_GeneratedBase):
     @model_validator(mode="after")
     def _edge_range(self) -> RandomNetwork:
         if self.max_edge_m < self.min_edge_m:
-            raise ValueError(f"max_edge_m ({self.max_edge_m}) must be >= min_edge_m ({self.min_edge_m})")
+            raise ValueError(
+                f"max_edge_m ({self.max_edge_m}) must be >= min_edge_m ({self.min_edge_m})"
+            )
         return self
 
 
-GeneratedNetwork = Annotated[GridNetwork | SpiderNetwork | RandomNetwork, Field(discriminator="type")]
+GeneratedNetwork = Annotated[
+    GridNetwork | SpiderNetwork | RandomNetwork, Field(discriminator="type")
+]
 
 
 def _resolve_existing(value: Path, info: ValidationInfo, what: str) -> Path:
@@ -118,7 +135,9 @@ class MapConfig(_Strict):
     generate: GeneratedNetwork | None = None
     file: Path | None = None
     town: str | None = None
-    netconvert_options: tuple[str, ...] = Field((), description="extra netconvert flags for .xodr")
+    netconvert_options: tuple[str, ...] = Field(
+        (), description="extra netconvert flags for .xodr"
+    )
 
     @field_validator("file")
     @classmethod
@@ -126,14 +145,22 @@ class MapConfig(_Strict):
         if value is None:
             return None
         if not str(value).endswith(NETWORK_SUFFIXES):
-            raise ValueError(f"expected a {' or '.join(NETWORK_SUFFIXES)} file, got {str(value)!r}")
+            raise ValueError(
+                f"expected a {' or '.join(NETWORK_SUFFIXES)} file, got {str(value)!r}"
+            )
         return _resolve_existing(value, info, "map file")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> MapConfig:
-        given = [name for name in ("generate", "file", "town") if getattr(self, name) is not None]
+        given = [
+            name
+            for name in ("generate", "file", "town")
+            if getattr(self, name) is not None
+        ]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of generate, file, town; got {given or 'none'}")
+            raise ValueError(
+                f"give exactly one of generate, file, town; got {given or 'none'}"
+            )
         return self
 
 
@@ -160,15 +187,28 @@ class TrafficConfig(_Strict):
 
     vehicles: CountRange = (0, 0)
     walkers: CountRange = (0, 0)
-    warmup_s: float = Field(60.0, ge=0, le=3600, description="simulated seconds of traffic before the first episode")
-    observe_radius_m: float = Field(50.0, gt=0, description="actors farther from the ego are left out of snapshots (the BEV sees about 36 m)")
+    warmup_s: float = Field(
+        60.0,
+        ge=0,
+        le=3600,
+        description="simulated seconds of traffic before the first episode",
+    )
+    observe_radius_m: float = Field(
+        50.0,
+        gt=0,
+        description="actors farther from the ego are left out of snapshots (the BEV sees about 36 m)",
+    )
 
 
 class EpisodeConfig(_Strict):
     """When an episode stops (ARCHITECTURE §5)."""
 
-    max_steps: int = Field(1000, ge=1, description="truncate after this many 0.1 s steps")
-    blocked_s: float = Field(90.0, gt=0, description="terminate when slower than 0.1 m/s this long")
+    max_steps: int = Field(
+        1000, ge=1, description="truncate after this many 0.1 s steps"
+    )
+    blocked_s: float = Field(
+        90.0, gt=0, description="terminate when slower than 0.1 m/s this long"
+    )
     terminate_on_route_completion: bool = True
 
 
@@ -183,14 +223,20 @@ class Scenario(_Strict):
     reward: Literal["valeo", "carl"] = "valeo"
     seed: int = Field(0, ge=0)
     description: str = ""
-    source_path: Path | None = Field(None, exclude=True, description="set by load_scenario")
+    source_path: Path | None = Field(
+        None, exclude=True, description="set by load_scenario"
+    )
 
     @model_validator(mode="after")
     def _backend_matches_map(self) -> Scenario:
         if self.backend == "sumo" and self.map.town is not None:
-            raise ValueError("map.town names a CARLA town; the sumo backend needs map.generate or map.file")
+            raise ValueError(
+                "map.town names a CARLA town; the sumo backend needs map.generate or map.file"
+            )
         if self.backend == "carla" and self.map.generate is not None:
-            raise ValueError("map.generate builds a SUMO network; the carla backend needs map.town")
+            raise ValueError(
+                "map.generate builds a SUMO network; the carla backend needs map.town"
+            )
         return self
 
 
@@ -221,16 +267,24 @@ def _format_error(source: str, data: Any, error: Any) -> str:
     return f"{source}: {field}: {message}"
 
 
-def parse_scenario(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+def parse_scenario(
+    data: Any, *, source: str = "<scenario>", base_dir: Path | None = None
+) -> Scenario:
     """Validate already-parsed YAML; errors name ``source`` and the field."""
     if not isinstance(data, dict):
-        raise ValueError(f"{source}: expected a mapping of scenario fields, got {type(data).__name__}")
+        # A user mistake in the file, so ValueError like every other scenario error (CLI exit 2).
+        kind = type(data).__name__
+        raise ValueError(f"{source}: expected a mapping of scenario fields, got {kind}")  # noqa: TRY004
     if "source_path" in data:
-        raise ValueError(f"{source}: source_path: unknown field (it is set by the loader)")
+        raise ValueError(
+            f"{source}: source_path: unknown field (it is set by the loader)"
+        )
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ValueError("\n".join(_format_error(source, data, e) for e in exc.errors())) from None
+        raise ValueError(
+            "\n".join(_format_error(source, data, e) for e in exc.errors())
+        ) from None
     return scenario
 
 

@@ -42,10 +42,10 @@ class BackendError(Exception):
     """The backend raised while running a batch; the message is safe to show to clients."""
 
 
-class Completed(NamedTuple, Generic[ResultT]):
+class Completed(NamedTuple):
     """A finished item: the backend's result and where its time went (seconds)."""
 
-    result: ResultT
+    result: Any
     queue_s: float
     model_s: float
     batch_size: int

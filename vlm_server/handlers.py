@@ -89,9 +89,7 @@ async def _serve(
         raise RequestError(404, f"this server has no {kind} backend")
     if not service.is_ready:
         reason = (
-            f"failed to load: {service.load_error}"
-            if service.load_error
-            else "still loading"
+            "failed to load (see /readyz)" if service.load_error else "still loading"
         )
         raise RequestError(
             503, f"{kind} backend {reason}", headers={"Retry-After": "1"}
@@ -199,7 +197,7 @@ async def _read_json(request: web.Request, config: ServerConfig) -> Any:
         raw = await asyncio.wait_for(
             request.read(), timeout=config.body_read_timeout_ms / 1000.0
         )
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not yet the builtin on Python 3.10
         raise RequestError(408, "request body not received in time") from None
     except web.HTTPRequestEntityTooLarge:
         raise RequestError(

@@ -78,7 +78,9 @@ class BackendService:
                 await asyncio.get_running_loop().run_in_executor(self._executor, close)
         except Exception:
             logger.exception("closing %s backend failed", self.kind)
-        self._executor.shutdown(wait=False, cancel_futures=True)  # drained: nothing left to wait for
+        self._executor.shutdown(
+            wait=False, cancel_futures=True
+        )  # drained: nothing left to wait for
 
     async def _load(self) -> None:
         load = getattr(self.backend, "load", None)

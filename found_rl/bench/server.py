@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -328,31 +329,45 @@ class _ServerProcess:
                 f"image_size={CLIP_IMAGE_PX}",
             ]
         self.process: subprocess.Popen | None = None
+        self._log: Any = None
 
     def __enter__(self) -> _ServerProcess:
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        # stderr goes to a file: an unread pipe would block a chatty server
+        self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            self.command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            self.command, env=env, stdout=subprocess.DEVNULL, stderr=self._log
         )
-        deadline = time.monotonic() + 180.0
+        try:
+            self._wait_ready(timeout_s=180.0)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"benchmark server exited: {self.process.stderr.read().decode()[-2000:]}"
-                )
+                raise RuntimeError(f"benchmark server exited: {self._server_log()}")
             if self._get("/readyz")[0] == 200:
-                return self
+                return
             time.sleep(0.2)
-        raise RuntimeError("benchmark server not ready after 180 s")
+        raise RuntimeError(f"benchmark server not ready after {timeout_s:.0f} s")
 
     def __exit__(self, *exc_info: object) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(2)  # SIGINT: graceful drain
+            self.process.send_signal(signal.SIGINT)  # graceful drain
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._log.close()
+
+    def _server_log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-2000:]
 
     def batch_totals(self, backend: str) -> tuple[float, float]:
         """(items, batches) so far, from the server's Prometheus batch-size histogram."""

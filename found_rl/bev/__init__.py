@@ -4,9 +4,9 @@
 ``render_rgb()`` the ``(192, 192, 3)`` picture for the VLM, CLIP and videos. Channel layout:
 0 road, 1 route, 2 lane markings, then vehicles, walkers and stop lines with one channel per
 history frame each (``BevConfig.vehicle_channels`` and friends give the indices).
+``found_rl.bev.benchmark.time_render`` times the renderer on synthetic scenes.
 """
 
-from found_rl.bev.benchmark import RenderTiming, synthetic_scene, time_render
 from found_rl.bev.config import MARKING_CHANNEL, ROAD_CHANNEL, ROUTE_CHANNEL, BevConfig
 from found_rl.bev.renderer import BevRenderer
 
@@ -16,7 +16,4 @@ __all__ = [
     "ROUTE_CHANNEL",
     "BevConfig",
     "BevRenderer",
-    "RenderTiming",
-    "synthetic_scene",
-    "time_render",
 ]

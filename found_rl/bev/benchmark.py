@@ -56,18 +56,20 @@ def grid_map(blocks: int = 5, map_id: str = "bench-grid") -> MapGeometry:
     """A square grid town: ``blocks + 1`` roads each way, 4 lanes, solid edges, broken dividers."""
     size_m = blocks * _BLOCK_M
     polygons, solid, broken = [], [], []
+    ends = np.array([-_ROAD_HALF_WIDTH_M, size_m + _ROAD_HALF_WIDTH_M])
     for k in range(blocks + 1):
-        c = k * _BLOCK_M
-        for horizontal in (True, False):
-            def xy(along: np.ndarray, across: float) -> np.ndarray:
-                pts = np.stack([along, np.full_like(along, c + across)], axis=1)
-                return pts if horizontal else pts[:, ::-1].copy()
-
-            ends = np.array([-_ROAD_HALF_WIDTH_M, size_m + _ROAD_HALF_WIDTH_M])
+        axis_m = k * _BLOCK_M
+        for is_east_west in (True, False):
             h = _ROAD_HALF_WIDTH_M
-            polygons.append(np.concatenate([xy(ends, -h), xy(ends[::-1], h)]))
-            solid += [Polyline(xy(ends, -h)), Polyline(xy(ends, h)), Polyline(xy(ends, 0.0))]
-            broken += [Polyline(xy(ends, -_LANE_WIDTH_M)), Polyline(xy(ends, _LANE_WIDTH_M))]
+            polygons.append(
+                np.concatenate(
+                    [_road_line(ends, axis_m - h, is_east_west), _road_line(ends[::-1], axis_m + h, is_east_west)]
+                )
+            )
+            solid += [Polyline(_road_line(ends, axis_m + offset, is_east_west)) for offset in (-h, h, 0.0)]
+            broken += [
+                Polyline(_road_line(ends, axis_m + offset, is_east_west)) for offset in (-_LANE_WIDTH_M, _LANE_WIDTH_M)
+            ]
     return MapGeometry(
         map_id=map_id,
         road_polygons=tuple(polygons),
@@ -75,6 +77,12 @@ def grid_map(blocks: int = 5, map_id: str = "bench-grid") -> MapGeometry:
         broken_markings=tuple(broken),
         bounds=(-_ROAD_HALF_WIDTH_M, -_ROAD_HALF_WIDTH_M, size_m + _ROAD_HALF_WIDTH_M, size_m + _ROAD_HALF_WIDTH_M),
     )
+
+
+def _road_line(along_m: np.ndarray, across_m: float, is_east_west: bool) -> np.ndarray:
+    """Points along a road axis: ``(along, across)`` as ``(x, y)`` east-west, ``(y, x)`` otherwise."""
+    points = np.stack([along_m, np.full_like(along_m, across_m)], axis=1)
+    return points if is_east_west else points[:, ::-1].copy()
 
 
 def straight_route(start_xy: tuple[float, float], length_m: float, yaw_deg: float = 0.0) -> Route:
@@ -188,7 +196,7 @@ def synthetic_scene(
 
 
 def time_render(
-    config: BevConfig = BevConfig(),
+    config: BevConfig | None = None,
     num_vehicles: int = 50,
     num_walkers: int = 20,
     num_stop_lines: int = 20,
@@ -202,7 +210,7 @@ def time_render(
     """
     cv2.setNumThreads(1)
     snapshots = synthetic_scene(np.random.default_rng(seed), num_vehicles, num_walkers, num_stop_lines, spread_m)
-    renderer = BevRenderer(snapshots[0].map, config)
+    renderer = BevRenderer(snapshots[0].map, config or BevConfig())
     render_s: list[float] = []
     render_cpu_s: list[float] = []
     rgb_s: list[float] = []
@@ -237,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="minimum timing time per case")
     args = parser.parse_args(argv)
     cases = {
-        "empty": dict(num_vehicles=0, num_walkers=0, num_stop_lines=0),
-        "town_50v_20w_20l": dict(spread_m=120.0),
-        "dense_50v_20w_20l": dict(spread_m=60.0),
-        "town_150v_40w_40l": dict(num_vehicles=150, num_walkers=40, num_stop_lines=40, spread_m=200.0),
+        "empty": {"num_vehicles": 0, "num_walkers": 0, "num_stop_lines": 0},
+        "town_50v_20w_20l": {"spread_m": 120.0},
+        "dense_50v_20w_20l": {"spread_m": 60.0},
+        "town_150v_40w_40l": {"num_vehicles": 150, "num_walkers": 40, "num_stop_lines": 40, "spread_m": 200.0},
     }
     results = {name: time_render(min_seconds=args.seconds, **kwargs) for name, kwargs in cases.items()}
     if args.json:

@@ -2,9 +2,9 @@
 
 Roach draws its history frames (−1.5, −1.0, −0.5 s and now) in the *current* ego frame, so the
 policy sees how actors moved relative to where the ego is now. Each snapshot is reduced once,
-when it arrives, to one world-frame point array (vehicle corners, walker corners, stop-line
-endpoints, each part contiguous) so a render transforms a frame with one call and draws each
-part with one OpenCV call.
+when it arrives, to one world-frame point array (box corners of vehicles then walkers, then
+stop-line endpoints) so a render transforms a frame with one call and draws each part with
+one OpenCV call.
 """
 
 from __future__ import annotations
@@ -17,30 +17,12 @@ import numpy as np
 
 from found_rl.bev.config import BevConfig
 from found_rl.bev.transform import box_corners
-from found_rl.sim.snapshot import ActorBoxes, LightState, WorldSnapshot
+from found_rl.sim.snapshot import LightState, WorldSnapshot
 
 _OVERLAP_MARGIN_M = 0.3
-"""Slack on the bounding-circle test so boxes that touch after pixel rounding count as overlapping."""
+"""Slack on the overlap test so boxes that only touch after pixel rounding count as overlapping."""
 
-@dataclass(frozen=True)
-class BoxSet:
-    """Where one kind of box (vehicles or walkers) sits in :attr:`HistoryFrame.points_xy`.
-
-    Attributes:
-        start: index of the first corner; box ``k`` has corners ``start + 4k ... start + 4k + 3``.
-        num_boxes: ``N``.
-        refill: indices of boxes to fill again one by one after the single all-box fill, because
-            they overlap another box (OpenCV fills a multi-polygon call by the even-odd rule and
-            leaves the overlap empty; refilling one box of each overlapping pair closes it).
-        centres_xy: ``(N, 2)`` centres, world frame (for culling).
-        radii_m: ``(N,)`` half-diagonals of the drawn boxes.
-    """
-
-    start: int
-    num_boxes: int
-    refill: np.ndarray
-    centres_xy: np.ndarray
-    radii_m: np.ndarray
+_NO_INDICES = np.zeros(0, np.intp)
 
 
 @dataclass(frozen=True)
@@ -49,57 +31,67 @@ class HistoryFrame:
 
     Attributes:
         time_s: snapshot time.
-        points_xy: ``(P, 1, 2)`` float64: vehicle corners, walker corners, then stop-line
-            endpoints grouped by channel value (ascending), as ``cv2.transform`` takes them.
-        vehicles, walkers: where each kind's corners are.
+        points_xy: ``(P, 1, 2)`` float64, as ``cv2.transform`` takes them: the corners of box
+            ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers), then stop-line endpoints.
+        num_vehicles, num_walkers: box counts ``V`` and ``W``.
+        centres_xy: ``(V + W, 2)`` box centres (for culling).
+        radii_m: ``(V + W,)`` half-diagonals of the drawn (inflated) boxes.
+        refill: sorted indices of boxes to fill again one by one after the single fill of all
+            boxes of their kind. OpenCV fills a multi-polygon call by the even-odd rule, which
+            leaves the overlap of two boxes empty; refilling one box of each overlapping pair
+            closes it.
         line_groups: ``(value, start, stop)``: points ``start:stop`` are segment endpoints drawn
-            with channel value ``value``.
+            with channel value ``value``, ascending so the larger value wins where lines cross.
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
     """
 
     time_s: float
     points_xy: np.ndarray
-    vehicles: BoxSet
-    walkers: BoxSet
+    num_vehicles: int
+    num_walkers: int
+    centres_xy: np.ndarray
+    radii_m: np.ndarray
+    refill: np.ndarray
     line_groups: tuple[tuple[int, int, int], ...]
     stop_sign_lines: np.ndarray
 
 
 def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFrame:
     """Reduce a snapshot to what later renders draw (pure)."""
-    vehicle_corners, vehicle_set = _box_set(snapshot.vehicles, config.vehicle_box_scale, config, start=0)
-    walker_corners, walker_set = _box_set(
-        snapshot.walkers, config.walker_box_scale, config, start=4 * vehicle_set.num_boxes
-    )
-    first_line_point = 4 * (vehicle_set.num_boxes + walker_set.num_boxes)
+    vehicles, walkers = snapshot.vehicles, snapshot.walkers
+    num_vehicles, num_walkers = len(vehicles), len(walkers)
+    # Vehicles and walkers are processed as one array: a few large numpy operations are much
+    # cheaper than many small ones at these sizes.
+    if num_walkers == 0:
+        centres, yaw_deg = np.asarray(vehicles.xy, np.float64).reshape(-1, 2), np.asarray(vehicles.yaw_deg, np.float64)
+        half_extent = np.asarray(vehicles.half_extent, np.float64).reshape(-1, 2) * config.vehicle_box_scale
+    elif num_vehicles == 0:
+        centres, yaw_deg = np.asarray(walkers.xy, np.float64).reshape(-1, 2), np.asarray(walkers.yaw_deg, np.float64)
+        half_extent = np.asarray(walkers.half_extent, np.float64).reshape(-1, 2) * config.walker_box_scale
+    else:
+        centres = np.concatenate([vehicles.xy, walkers.xy]).astype(np.float64, copy=False)
+        yaw_deg = np.concatenate([vehicles.yaw_deg, walkers.yaw_deg]).astype(np.float64, copy=False)
+        half_extent = np.concatenate(
+            [vehicles.half_extent * config.vehicle_box_scale, walkers.half_extent * config.walker_box_scale]
+        )
+    # Roach's ``scale_bbox``: inflate, then floor the half-extents so tiny walkers stay visible.
+    half_extent = np.maximum(half_extent, config.min_half_extent_m)
+    centres = np.ascontiguousarray(centres)
+    corners = box_corners(centres, yaw_deg, half_extent)
+    radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
+    refill = _overlapping(centres, yaw_deg, half_extent, radii)
 
-    lights = snapshot.traffic_lights
+    line_parts, line_groups = _stop_lines(snapshot, config, first_point=4 * len(radii))
     stop_sign_lines = np.asarray(snapshot.stop_signs.segments, dtype=np.float64).reshape(-1, 2, 2)
-    line_parts = []
-    line_groups: list[tuple[int, int, int]] = []
-    next_point = first_line_point
-    if len(lights):
-        values = _light_values(config)[np.asarray(lights.states, dtype=np.intp)]
-        order = np.argsort(values, kind="stable")
-        counts = np.bincount(values, minlength=256)
-        point = first_line_point
-        for value in np.flatnonzero(counts).tolist():
-            stop = point + 2 * int(counts[value])
-            if value > 0:  # lights in an unknown state are not drawn
-                line_groups.append((value, point, stop))
-            point = stop
-        line_parts.append(np.asarray(lights.segments, dtype=np.float64)[order].reshape(-1, 2))
-        next_point = point
-    if len(stop_sign_lines):
-        line_parts.append(stop_sign_lines.reshape(-1, 2))
-        line_groups.append((config.stop_sign_value, next_point, next_point + 2 * len(stop_sign_lines)))
-
-    points = np.concatenate([vehicle_corners.reshape(-1, 2), walker_corners.reshape(-1, 2), *line_parts])
+    points = np.concatenate([corners.reshape(-1, 2), *line_parts]) if line_parts else corners.reshape(-1, 2)
     return HistoryFrame(
         time_s=float(snapshot.time_s),
         points_xy=points.reshape(-1, 1, 2),
-        vehicles=vehicle_set,
-        walkers=walker_set,
+        num_vehicles=num_vehicles,
+        num_walkers=num_walkers,
+        centres_xy=centres,
+        radii_m=radii,
+        refill=refill,
         line_groups=tuple(line_groups),
         stop_sign_lines=stop_sign_lines,
     )
@@ -111,13 +103,17 @@ class FrameHistory:
     def __init__(self, config: BevConfig) -> None:
         self._ages_s = tuple(float(age) for age in config.history_s)
         self._step_s = config.step_s
-        self._frames: deque[HistoryFrame] = deque(maxlen=int(round(max(self._ages_s) / config.step_s)) + 2)
+        self._frames: deque[HistoryFrame] = deque(maxlen=round(max(self._ages_s) / config.step_s) + 2)
 
     def clear(self) -> None:
         self._frames.clear()
 
     def __len__(self) -> int:
         return len(self._frames)
+
+    @property
+    def latest_time_s(self) -> float | None:
+        return self._frames[-1].time_s if self._frames else None
 
     def append(self, frame: HistoryFrame) -> None:
         """Add the newest frame; a frame at the same time replaces the last, an older one restarts."""
@@ -143,7 +139,7 @@ class FrameHistory:
         chosen = []
         for age_s in self._ages_s:
             target_s = now_s - age_s
-            index = last - int(round(age_s / self._step_s))
+            index = last - round(age_s / self._step_s)
             # Fast path: one frame per step, so the frame that many steps back is the one.
             if index >= 0 and abs(frames[index].time_s - target_s) < tolerance_s:
                 chosen.append(frames[index])
@@ -153,6 +149,31 @@ class FrameHistory:
                 index -= 1
             chosen.append(frames[index])
         return chosen
+
+
+def _stop_lines(
+    snapshot: WorldSnapshot, config: BevConfig, first_point: int
+) -> tuple[list[np.ndarray], list[tuple[int, int, int]]]:
+    """Stop-line endpoints sorted by channel value, and the ``(value, start, stop)`` groups."""
+    parts: list[np.ndarray] = []
+    groups: list[tuple[int, int, int]] = []
+    point = first_point
+    lights = snapshot.traffic_lights
+    if len(lights):
+        values = _light_values(config)[np.asarray(lights.states, dtype=np.intp)]
+        order = np.argsort(values, kind="stable")
+        counts = np.bincount(values, minlength=256)
+        for value in np.flatnonzero(counts).tolist():
+            stop = point + 2 * int(counts[value])
+            if value > 0:  # lights in an unknown state are not drawn
+                groups.append((value, point, stop))
+            point = stop
+        parts.append(np.asarray(lights.segments, dtype=np.float64)[order].reshape(-1, 2))
+    signs = snapshot.stop_signs
+    if len(signs):
+        parts.append(np.asarray(signs.segments, dtype=np.float64).reshape(-1, 2))
+        groups.append((config.stop_sign_value, point, point + 2 * len(signs)))
+    return parts, groups
 
 
 @functools.lru_cache(maxsize=8)
@@ -165,22 +186,9 @@ def _light_values(config: BevConfig) -> np.ndarray:  # BevConfig is frozen, so h
     return values
 
 
-def _box_set(boxes: ActorBoxes, scale: float, config: BevConfig, start: int) -> tuple[np.ndarray, BoxSet]:
-    if len(boxes) == 0:
-        return np.zeros((0, 4, 2)), BoxSet(start, 0, _NO_INDICES, np.zeros((0, 2)), np.zeros(0))
-    # Roach's ``scale_bbox``: inflate, then floor the half-extents so tiny walkers stay visible.
-    half_extent = np.maximum(np.asarray(boxes.half_extent, dtype=np.float64) * scale, config.min_half_extent_m)
-    centres = np.ascontiguousarray(boxes.xy, dtype=np.float64)
-    corners = box_corners(centres, boxes.yaw_deg, half_extent)
-    radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
-    refill = _overlapping(centres, np.asarray(boxes.yaw_deg, dtype=np.float64), half_extent, radii)
-    return corners, BoxSet(start, len(radii), refill, centres, radii)
-
-
-_NO_INDICES = np.zeros(0, np.intp)
-
-
-def _overlapping(centres_xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray, radii_m: np.ndarray) -> np.ndarray:
+def _overlapping(
+    centres_xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray, radii_m: np.ndarray
+) -> np.ndarray:
     """For each pair of overlapping boxes, the lower index (sorted, unique).
 
     Bounding circles pick candidate pairs; the separating-axis test on the four box axes
@@ -204,7 +212,7 @@ def _overlapping(centres_xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.nd
     cos_sin = np.abs((local1 / local2).view(np.float64).reshape(-1, 2))
     cos, sin = cos_sin[:, :1], cos_sin[:, 1:]
     extent1, extent2 = grown[first], grown[second]
-    # Box 2 projected on box 1's axes (and vice versa): a*|cos| + b*|sin|, a*|sin| + b*|cos|.
+    # Box 2 projected on box 1's axes (and vice versa): a|cos| + b|sin| and a|sin| + b|cos|.
     reach1 = extent1 + cos * extent2 + sin * extent2[:, ::-1]
     reach2 = extent2 + cos * extent1 + sin * extent1[:, ::-1]
     gap1 = np.abs((offset * local1).view(np.float64).reshape(-1, 2))

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 
 from found_rl.bev.config import MARKING_CHANNEL, ROAD_CHANNEL, ROUTE_CHANNEL, BevConfig
-from found_rl.bev.history import BoxSet, FrameHistory, HistoryFrame, make_history_frame
+from found_rl.bev.history import FrameHistory, HistoryFrame, make_history_frame
 from found_rl.bev.layers import FIXED_POINT_SCALE, draw_route, draw_segments, fill_boxes, to_fixed_point_pixels
 from found_rl.bev.pooling import MaxPool
 from found_rl.bev.rgb import masks_to_rgb
@@ -26,15 +26,20 @@ class BevRenderer:
     """Renders the 15-channel BEV of each step and keeps the history it needs.
 
     One renderer serves one episode stream: :meth:`render` appends the snapshot to the history,
-    :meth:`reset` clears it. Static layers come from a per-map raster cached by ``map_id``.
+    :meth:`reset` clears it (a snapshot older than the last one also starts a new episode).
+    Static layers come from a per-map raster cached by ``map_id``.
     """
 
-    def __init__(self, map_geometry: MapGeometry | None = None, config: BevConfig = BevConfig()) -> None:
-        """Args:
-        map_geometry: a map to rasterise now (optional; a snapshot's map is used otherwise).
-        config: geometry, values and history of the BEV.
+    def __init__(self, map_geometry: MapGeometry | None = None, config: BevConfig = BevConfig()) -> None:  # noqa: B008 (frozen)
+        """Build a renderer; the map raster is built now if ``map_geometry`` is given.
+
+        Args:
+            map_geometry: a map to rasterise up front (a snapshot's own map is used otherwise).
+            config: geometry, values and history of the BEV.
         """
         self.config = config
+        if config.opencv_threads is not None:
+            cv2.setNumThreads(config.opencv_threads)
         size = config.size_px
         self._ego_pixel = config.ego_pixel
         row, col = self._ego_pixel
@@ -95,6 +100,8 @@ class BevRenderer:
             ``observation_shape`` uint8, max-pooled, C-contiguous, a new array each call.
         """
         config = self.config
+        if self._history.latest_time_s is not None and snapshot.time_s < self._history.latest_time_s - 1e-9:
+            self.reset()  # time went backwards: a new episode without reset()
         ego = snapshot.ego
         affine = world_to_pixel_affine(ego.xy, ego.yaw_deg, config.pixels_per_m, self._ego_pixel)
         masks = self._masks
@@ -140,7 +147,9 @@ class BevRenderer:
     def _raster_for(self, geometry: MapGeometry) -> StaticRaster:
         if self._raster is None or geometry.map_id != self._raster_map_id:
             config = self.config
-            self._raster = static_raster(geometry, config.pixels_per_m, config.marking_width_px, config.max_static_pixels)
+            self._raster = static_raster(
+                geometry, config.pixels_per_m, config.marking_width_px, config.max_static_pixels
+            )
             self._raster_map_id = geometry.map_id
         return self._raster
 
@@ -179,23 +188,25 @@ class BevRenderer:
         """Draw one history frame's boxes and stop lines into its channels."""
         config = self.config
         masks = self._masks
-        self._draw_boxes(masks[config.vehicle_channels[slot]], frame.vehicles, pixels, ego_xy)
-        self._draw_boxes(masks[config.walker_channels[slot]], frame.walkers, pixels, ego_xy)
+        num_boxes = frame.num_vehicles + frame.num_walkers
+        if num_boxes:
+            corners = pixels[: 4 * num_boxes].reshape(-1, 4, 2)
+            refill = corners[frame.refill]
+            num_refill_vehicles = int(np.searchsorted(frame.refill, frame.num_vehicles))
+            if num_boxes > _CULL_MIN_BOXES:
+                # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
+                delta = frame.centres_xy - ego_xy
+                reach = frame.radii_m + self._view_radius_m
+                is_visible = np.einsum("ij,ij->i", delta, delta) <= reach * reach
+                vehicles = corners[: frame.num_vehicles][is_visible[: frame.num_vehicles]]
+                walkers = corners[frame.num_vehicles :][is_visible[frame.num_vehicles :]]
+            else:
+                vehicles, walkers = corners[: frame.num_vehicles], corners[frame.num_vehicles :]
+            fill_boxes(masks[config.vehicle_channels[slot]], vehicles, refill[:num_refill_vehicles])
+            fill_boxes(masks[config.walker_channels[slot]], walkers, refill[num_refill_vehicles:])
         light_channel = masks[config.light_channels[slot]]
         for value, start, stop in frame.line_groups:
             draw_segments(light_channel, pixels[start:stop].reshape(-1, 2, 2), config.stop_line_width_px, value)
-
-    def _draw_boxes(self, channel: np.ndarray, boxes: BoxSet, pixels: np.ndarray, ego_xy: np.ndarray) -> None:
-        if boxes.num_boxes == 0:
-            return
-        corners = pixels[boxes.start : boxes.start + 4 * boxes.num_boxes].reshape(-1, 4, 2)
-        refill = corners[boxes.refill] if len(boxes.refill) else corners[:0]
-        if boxes.num_boxes > _CULL_MIN_BOXES:
-            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
-            delta = boxes.centres_xy - ego_xy
-            reach = boxes.radii_m + self._view_radius_m
-            corners = corners[np.einsum("ij,ij->i", delta, delta) <= reach * reach]
-        fill_boxes(channel, corners, refill)
 
 
 def _bits_lut(value_by_bit: dict[int, int]) -> np.ndarray:

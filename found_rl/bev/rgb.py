@@ -39,6 +39,9 @@ def masks_to_rgb(
 ) -> np.ndarray:
     """Paint full-resolution masks as a ``(H, W, 3)`` uint8 RGB image (pure).
 
+    Layers are painted in Roach's order (later ones on top) as indices into a small palette,
+    and the palette is looked up once at the end.
+
     Args:
         masks: ``(C, H, W)`` uint8 channels laid out as ``config`` says.
         config: the channel layout and values.
@@ -47,30 +50,34 @@ def masks_to_rgb(
         ego_mask: ``(H, W)`` bool, the ego box.
     """
     _, height, width = masks.shape
-    image = np.zeros((height, width, 3), np.uint8)
-    image[masks[ROAD_CHANNEL] > 0] = ROAD_RGB
-    image[masks[ROUTE_CHANNEL] > 0] = ROUTE_RGB
+    codes = np.zeros((height, width), np.uint8)
+    palette: list[np.ndarray] = [np.zeros(3, np.uint8)]
+
+    def paint(where: np.ndarray, rgb: tuple[int, int, int] | np.ndarray) -> None:
+        palette.append(np.asarray(rgb, dtype=np.uint8))
+        np.copyto(codes, len(palette) - 1, where=where)
+
+    paint(masks[ROAD_CHANNEL] > 0, ROAD_RGB)
+    paint(masks[ROUTE_CHANNEL] > 0, ROUTE_RGB)
     lanes = masks[MARKING_CHANNEL]
-    image[lanes == config.solid_marking_value] = SOLID_MARKING_RGB
+    paint(lanes == config.solid_marking_value, SOLID_MARKING_RGB)
     if config.broken_marking_value != config.solid_marking_value:
-        image[lanes == config.broken_marking_value] = BROKEN_MARKING_RGB
+        paint(lanes == config.broken_marking_value, BROKEN_MARKING_RGB)
 
     newest = config.history_frames - 1
+    light_colours = ((config.green_value, GREEN_RGB), (config.yellow_value, YELLOW_RGB), (config.red_value, RED_RGB))
     for frame, channel in enumerate(config.light_channels):
         factor = (newest - frame) * _TINT_PER_FRAME
         lights = masks[channel]
-        for value, rgb in (
-            (config.green_value, GREEN_RGB),
-            (config.yellow_value, YELLOW_RGB),
-            (config.red_value, RED_RGB),
-        ):
-            image[lights == value] = tint(rgb, factor)
+        if not lights.any():
+            continue
+        for value, rgb in light_colours:
+            paint(lights == value, tint(rgb, factor))
         if stop_sign_masks is not None:
-            image[stop_sign_masks[frame]] = tint(STOP_SIGN_RGB, factor)
-    for frame, channel in enumerate(config.vehicle_channels):
-        image[masks[channel] > 0] = tint(VEHICLE_RGB, (newest - frame) * _TINT_PER_FRAME)
-    for frame, channel in enumerate(config.walker_channels):
-        image[masks[channel] > 0] = tint(WALKER_RGB, (newest - frame) * _TINT_PER_FRAME)
+            paint(stop_sign_masks[frame], tint(STOP_SIGN_RGB, factor))
+    for channels, rgb in ((config.vehicle_channels, VEHICLE_RGB), (config.walker_channels, WALKER_RGB)):
+        for frame, channel in enumerate(channels):
+            paint(masks[channel] > 0, tint(rgb, (newest - frame) * _TINT_PER_FRAME))
     if ego_mask is not None:
-        image[ego_mask] = EGO_RGB
-    return image
+        paint(ego_mask, EGO_RGB)
+    return np.stack(palette)[codes]

@@ -86,8 +86,8 @@ def rasterize_map(
     width_m, height_m = max_x - min_x + 2 * _MARGIN_M, max_y - min_y + 2 * _MARGIN_M
     resolution = pixels_per_m
     while True:
-        width_px = max(int(math.ceil(width_m * resolution)), 1)
-        height_px = max(int(math.ceil(height_m * resolution)), 1)
+        width_px = max(math.ceil(width_m * resolution), 1)
+        height_px = max(math.ceil(height_m * resolution), 1)
         if width_px * height_px <= max_pixels:
             break
         resolution *= min(math.sqrt(max_pixels / (width_px * height_px)), 0.999)
@@ -106,7 +106,7 @@ def rasterize_map(
             cv2.fillPoly(plane, [to_fixed_point(polygon)], 1, cv2.LINE_8, _SHIFT_BITS)
     bits |= plane * ROAD_BIT
 
-    thickness = max(1, int(round(marking_width_px * resolution / pixels_per_m)))
+    thickness = max(1, round(marking_width_px * resolution / pixels_per_m))
     for markings, bit in ((geometry.solid_markings, SOLID_BIT), (geometry.broken_markings, BROKEN_BIT)):
         lines = [to_fixed_point(line.xy) for line in markings if len(line.xy) >= 2]
         if lines:

@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
     }
     # Fail fast, before SUMO starts: a foreign --out, a bad agent spec, checkpoint or URL.
     results = ResultsFile(args.out, identity, total=num_routes * args.repetitions)
+    if len(results.finished_indices) >= results.total:
+        print_summary(results)
+        print(f"results: {args.out} (already complete; nothing to run)")
+        return 0
     agent = make_agent(args.agent, device=args.device, advisor_timeout_s=args.advisor_timeout)
     env = None
     try:

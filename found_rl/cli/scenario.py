@@ -9,19 +9,37 @@ from pathlib import Path
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    check = actions.add_parser("check", help="validate scenario files (exit 2 naming the file and field)")
+    check = actions.add_parser(
+        "check", help="validate scenario files (exit 2 naming the file and field)"
+    )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    check.add_argument("--schema-only", action="store_true", help="skip building the network and planning routes")
+    check.add_argument(
+        "--schema-only",
+        action="store_true",
+        help="skip building the network and planning routes",
+    )
     check.set_defaults(run=run_check)
 
-    show = actions.add_parser("show", help="summarise a scenario: map size, lanes, lights, routes")
+    show = actions.add_parser(
+        "show", help="summarise a scenario: map size, lanes, lights, routes"
+    )
     show.add_argument("file", type=Path, metavar="FILE")
     show.set_defaults(run=run_show)
 
-    routes = actions.add_parser("routes", help="write a leaderboard routes.xml of random drives that turn at lights")
-    routes.add_argument("--scenario", type=Path, required=True, help="scenario whose map the routes drive on")
+    routes = actions.add_parser(
+        "routes",
+        help="write a leaderboard routes.xml of random drives that turn at lights",
+    )
+    routes.add_argument(
+        "--scenario",
+        type=Path,
+        required=True,
+        help="scenario whose map the routes drive on",
+    )
     routes.add_argument("--count", type=int, default=12, help="number of routes")
-    routes.add_argument("--length-m", type=float, default=400.0, help="length of each route in metres")
+    routes.add_argument(
+        "--length-m", type=float, default=400.0, help="length of each route in metres"
+    )
     routes.add_argument("--seed", type=int, default=0)
     routes.add_argument("--town", default="", help="value of the town attribute")
     routes.add_argument("--out", type=Path, required=True, help="output routes.xml")
@@ -49,10 +67,14 @@ def _world(path: Path, *, map_only: bool = False):
     else:
         scenario = load_scenario(path)
     if scenario.backend != "sumo":
-        raise ValueError(f"{path}: backend: this command needs a sumo scenario, got {scenario.backend!r}")
+        raise ValueError(
+            f"{path}: backend: this command needs a sumo scenario, got {scenario.backend!r}"
+        )
     net_path = build_network(scenario.map)
     net = read_network(net_path)
-    planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))
+    planner = RoutePlanner(
+        net, SumoFrame(tuple(float(v) for v in net.getLocationOffset()))
+    )
     return scenario, net_path, net, planner
 
 
@@ -95,22 +117,38 @@ def run_show(args: argparse.Namespace) -> int:
     lights = net.getTrafficLights()
     print(f"scenario   {args.file}  ({scenario.description or 'no description'})")
     print(f"network    {net_path}")
-    print(f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m, id {geometry.map_id}")
-    print(f"lanes      {sum(not l.is_junction for l in lanes)} road lanes, {sum(l.is_junction for l in lanes)} junction lanes")
+    print(
+        f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m, id {geometry.map_id}"
+    )
+    print(
+        f"lanes      {sum(not l.is_junction for l in lanes)} road lanes, {sum(l.is_junction for l in lanes)} junction lanes"
+    )
     print(f"lights     {len(lights)} signalised junctions")
-    print(f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, {len(geometry.crossing_polygons)} crossings")
+    print(
+        f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, {len(geometry.crossing_polygons)} crossings"
+    )
     traffic = scenario.traffic
-    print(f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, walkers {traffic.walkers[0]}-{traffic.walkers[1]}")
+    print(
+        f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
+    )
     routes = _plan_routes(scenario, planner)
     if not routes:
         print(f"routes     random, {scenario.routes.random_length_m:.0f} m each")
         return 0
     lengths = np.array([r.length_m for r in routes])
-    print(f"routes     {len(routes)} from {scenario.routes.file}, {lengths.min():.0f}-{lengths.max():.0f} m (mean {lengths.mean():.0f} m)")
+    print(
+        f"routes     {len(routes)} from {scenario.routes.file}, {lengths.min():.0f}-{lengths.max():.0f} m (mean {lengths.mean():.0f} m)"
+    )
     for route in routes:
         changes = np.flatnonzero(np.diff(route.commands.astype(int), prepend=-99))
-        turns = [RoadOption(int(route.commands[i])).name for i in changes if route.commands[i] in (RoadOption.LEFT, RoadOption.RIGHT)]
-        print(f"  {route.route_id:>6}  {route.length_m:6.0f} m  turns: {' '.join(turns) or '-'}")
+        turns = [
+            RoadOption(int(route.commands[i])).name
+            for i in changes
+            if route.commands[i] in (RoadOption.LEFT, RoadOption.RIGHT)
+        ]
+        print(
+            f"  {route.route_id:>6}  {route.length_m:6.0f} m  turns: {' '.join(turns) or '-'}"
+        )
     return 0
 
 
@@ -123,7 +161,13 @@ def run_routes(args: argparse.Namespace) -> int:
     if args.length_m <= 10:
         raise ValueError(f"--length-m must be > 10, got {args.length_m}")
     _, _, _, planner = _world(args.scenario, map_only=True)
-    routes = generate_routes(planner, np.random.default_rng(args.seed), args.count, args.length_m, town=args.town)
+    routes = generate_routes(
+        planner,
+        np.random.default_rng(args.seed),
+        args.count,
+        args.length_m,
+        town=args.town,
+    )
     write_routes(args.out, routes)
     print(f"wrote {len(routes)} routes to {args.out}")
     return 0

@@ -30,6 +30,8 @@ class ObserverConfig:
         walker_corridor_half_width_m: half-width of the path in which walkers count (the
             ego's half-width plus a margin).
         walker_predict_s: walkers also count where they will be after this many seconds.
+        crossing_horizons_s: prediction horizons for vehicles cutting into the path.
+        crossing_margin_m: a predicted vehicle counts if at most ``v·t + margin`` ahead.
         index_window: waypoints searched around the last route index.
         stop_served_speed_mps: speed below which the ego counts as stopped at a stop sign.
         stop_served_distance_m: how close to the stop line that stop must happen.
@@ -43,6 +45,8 @@ class ObserverConfig:
     stop_sign_horizon_m: float = 30.0
     walker_corridor_half_width_m: float = 1.7
     walker_predict_s: float = 1.0
+    crossing_horizons_s: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
+    crossing_margin_m: float = 6.0
     index_window: int = 40
     stop_served_speed_mps: float = 0.1
     stop_served_distance_m: float = 4.0
@@ -83,7 +87,13 @@ class ExpertObserver:
         arc_now = float(self._arc_m[index])
 
         leader = hazards.leading_vehicle(snapshot, index, horizon_m=self.config.leader_horizon_m)
-        leader_speed_mps = None if leader is None else self._leader_speed_mps(snapshot, leader, index)
+        leader_gap_m, leader_speed_mps = None, None
+        if leader is not None:
+            leader_gap_m = float(leader.distance_m)
+            leader_speed_mps = self._leader_speed_mps(snapshot, leader, index)
+        crossing_gap_m = self._crossing_vehicle_m(snapshot, index)
+        if crossing_gap_m is not None and (leader_gap_m is None or crossing_gap_m < leader_gap_m):
+            leader_gap_m, leader_speed_mps = crossing_gap_m, 0.0
         self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy)))
         light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
         walker_distance_m = self._nearest_walker_m(snapshot, index)
@@ -91,7 +101,7 @@ class ExpertObserver:
             speed_mps=ego.forward_speed_mps,
             command=int(route_command(route, index)),
             route_ego=self._route_ahead_ego(snapshot, arc_now),
-            leader_gap_m=None if leader is None else float(leader.distance_m),
+            leader_gap_m=leader_gap_m,
             leader_speed_mps=leader_speed_mps,
             light_state=0 if light is None else int(light.state),
             light_distance_m=None if light is None else float(light.distance_m),
@@ -120,6 +130,29 @@ class ExpertObserver:
         moved = snapshot.vehicles.xy[leader.index] - last_xy
         measured = float(moved[0] * math.cos(yaw) + moved[1] * math.sin(yaw)) / dt_s
         return min(reported, measured)
+
+    def _crossing_vehicle_m(self, snapshot: WorldSnapshot, index: int) -> float | None:
+        """Gap to the nearest vehicle that will cut into the path ahead, if any.
+
+        Each vehicle is moved along its velocity for a few horizons; one whose predicted box
+        overlaps the path no farther ahead than the ego can reach by then (plus a margin) is
+        an obstacle standing there. This makes the expert yield to cross traffic in
+        junctions without lights, which the leader search (boxes in the path *now*) misses.
+        """
+        vehicles = snapshot.vehicles
+        if len(vehicles) == 0:
+            return None
+        speed = max(snapshot.ego.forward_speed_mps, 0.0)
+        gaps = []
+        for horizon_s in self.config.crossing_horizons_s:
+            moved = dataclasses.replace(vehicles, xy=vehicles.xy + horizon_s * vehicles.velocity_xy)
+            hazard = hazards.leading_vehicle(
+                dataclasses.replace(snapshot, vehicles=moved), index, horizon_m=self.config.leader_horizon_m
+            )
+            reach_m = speed * horizon_s + self.config.crossing_margin_m
+            if hazard is not None and hazard.distance_m <= reach_m:
+                gaps.append(float(hazard.distance_m))
+        return min(gaps, default=None)
 
     def _nearest_walker_m(self, snapshot: WorldSnapshot, index: int) -> float | None:
         """Distance to the nearest walker in the path now or after ``walker_predict_s``.

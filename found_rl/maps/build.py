@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -45,7 +46,11 @@ def netgenerate_args(spec: GridNetwork | SpiderNetwork | RandomNetwork) -> list[
         "--junctions.corner-detail=5",
     ]
     if spec.sidewalks:
-        args += ["--sidewalks.guess=true", "--sidewalks.guess.min-speed=0", "--crossings.guess=true"]
+        args += [
+            "--sidewalks.guess=true",
+            "--sidewalks.guess.min-speed=0",
+            "--crossings.guess=true",
+        ]
     if isinstance(spec, GridNetwork):
         args += [
             "--grid",
@@ -80,17 +85,27 @@ def _binary(name: str) -> str:
 
 def _run_tool(command: list[str], tool: str) -> None:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise ValueError(f"{tool} did not finish within {BUILD_TIMEOUT_S} s: {' '.join(command)}") from None
+        raise ValueError(
+            f"{tool} did not finish within {BUILD_TIMEOUT_S} s: {' '.join(command)}"
+        ) from None
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip()
         raise ValueError(f"{tool} failed (exit {done.returncode}): {message}")
 
 
-def _cached_build(key_material: dict, build: callable) -> Path:
+def _cached_build(key_material: dict, build: Callable[[Path], None]) -> Path:
     """Return the cached network for ``key_material``, building it with ``build(out_path)`` once."""
-    key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[:20]
+    key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[
+        :20
+    ]
     root = cache_root() / "networks"
     final_dir = root / key
     if (final_dir / NETWORK_FILE).is_file():
@@ -99,7 +114,9 @@ def _cached_build(key_material: dict, build: callable) -> Path:
     work_dir = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
         build(work_dir / NETWORK_FILE)
-        (work_dir / "key.json").write_text(json.dumps(key_material, indent=1, sort_keys=True))
+        (work_dir / "key.json").write_text(
+            json.dumps(key_material, indent=1, sort_keys=True)
+        )
         try:
             os.rename(work_dir, final_dir)
         except OSError:
@@ -119,14 +136,20 @@ def build_network(config: MapConfig) -> Path:
             names a CARLA town.
     """
     if config.town is not None:
-        raise ValueError(f"map.town={config.town!r} is a CARLA town; SUMO needs map.generate or map.file")
+        raise ValueError(
+            f"map.town={config.town!r} is a CARLA town; SUMO needs map.generate or map.file"
+        )
     if config.generate is not None:
         args = netgenerate_args(config.generate)
 
         def generate(out: Path) -> None:
-            _run_tool([_binary("netgenerate"), *args, f"--output-file={out}"], "netgenerate")
+            _run_tool(
+                [_binary("netgenerate"), *args, f"--output-file={out}"], "netgenerate"
+            )
 
-        return _cached_build({"tool": "netgenerate", "args": args, "sumo": sumo_version()}, generate)
+        return _cached_build(
+            {"tool": "netgenerate", "args": args, "sumo": sumo_version()}, generate
+        )
     path = Path(config.file)
     if path.name.endswith(".net.xml"):
         return path
@@ -135,8 +158,21 @@ def build_network(config: MapConfig) -> Path:
 
     def convert(out: Path) -> None:
         _run_tool(
-            [_binary("netconvert"), f"--opendrive-files={path}", *options, f"--output-file={out}"],
+            [
+                _binary("netconvert"),
+                f"--opendrive-files={path}",
+                *options,
+                f"--output-file={out}",
+            ],
             "netconvert",
         )
 
-    return _cached_build({"tool": "netconvert", "xodr": source_hash, "args": options, "sumo": sumo_version()}, convert)
+    return _cached_build(
+        {
+            "tool": "netconvert",
+            "xodr": source_hash,
+            "args": options,
+            "sumo": sumo_version(),
+        },
+        convert,
+    )

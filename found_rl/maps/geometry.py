@@ -86,12 +86,16 @@ def _junction_road_polygons(net) -> list[np.ndarray]:
     for edge in net.getEdges():
         if edge.getFunction() == "walkingarea":
             node_id = edge.getID().lstrip(":").rsplit("_w", 1)[0]
-            walking.setdefault(node_id, []).append(shapely.Polygon(_shape(edge.getLanes()[0])).buffer(0))
+            walking.setdefault(node_id, []).append(
+                shapely.Polygon(_shape(edge.getLanes()[0])).buffer(0)
+            )
     polygons = []
     for node in net.getNodes():
-        has_internal_road = any(
-            _drivable(c.getFromLane()) for c in node.getConnections()
-        ) if hasattr(node, "getConnections") else True
+        has_internal_road = (
+            any(_drivable(c.getFromLane()) for c in node.getConnections())
+            if hasattr(node, "getConnections")
+            else True
+        )
         shape = node.getShape()
         if not has_internal_road or len(shape) < 3:
             continue
@@ -113,7 +117,11 @@ def extract_map_geometry(net, net_path: Path) -> MapGeometry:
         function = edge.getFunction()
         edge_lanes = edge.getLanes()
         if function == "crossing":
-            crossings.append(frame.to_carla_xy(lane_polygon(_shape(edge_lanes[0]), edge_lanes[0].getWidth())))
+            crossings.append(
+                frame.to_carla_xy(
+                    lane_polygon(_shape(edge_lanes[0]), edge_lanes[0].getWidth())
+                )
+            )
             continue
         if function == "walkingarea":
             sidewalks.append(frame.to_carla_xy(_shape(edge_lanes[0])))
@@ -121,12 +129,16 @@ def extract_map_geometry(net, net_path: Path) -> MapGeometry:
         drivable = [lane for lane in edge_lanes if _drivable(lane)]
         for lane in edge_lanes:
             if function == "" and not _drivable(lane) and lane.allows("pedestrian"):
-                sidewalks.append(frame.to_carla_xy(lane_polygon(_shape(lane), lane.getWidth())))
+                sidewalks.append(
+                    frame.to_carla_xy(lane_polygon(_shape(lane), lane.getWidth()))
+                )
         for position, lane in enumerate(drivable):
             centre = _shape(lane)
             road.append(frame.to_carla_xy(lane_polygon(centre, lane.getWidth())))
             right = drivable[position - 1].getID() if position > 0 else None
-            left = drivable[position + 1].getID() if position + 1 < len(drivable) else None
+            left = (
+                drivable[position + 1].getID() if position + 1 < len(drivable) else None
+            )
             lanes[lane.getID()] = Lane(
                 lane_id=lane.getID(),
                 centerline=frame.to_carla_xy(centre),
@@ -140,13 +152,19 @@ def extract_map_geometry(net, net_path: Path) -> MapGeometry:
                 continue
             half = lane.getWidth() / 2.0
             if position == 0:
-                solid.append(Polyline(frame.to_carla_xy(offset_polyline(centre, -half))))
+                solid.append(
+                    Polyline(frame.to_carla_xy(offset_polyline(centre, -half)))
+                )
             if left is None:
                 solid.append(Polyline(frame.to_carla_xy(offset_polyline(centre, half))))
             else:
-                broken.append(Polyline(frame.to_carla_xy(offset_polyline(centre, half))))
+                broken.append(
+                    Polyline(frame.to_carla_xy(offset_polyline(centre, half)))
+                )
     road += [frame.to_carla_xy(p) for p in _junction_road_polygons(net)]
-    everything = np.concatenate(road + sidewalks + crossings) if road else np.zeros((1, 2))
+    everything = (
+        np.concatenate(road + sidewalks + crossings) if road else np.zeros((1, 2))
+    )
     bounds = (*everything.min(axis=0), *everything.max(axis=0))
     return MapGeometry(
         map_id=network_hash(net_path),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from xml.sax import SAXException
 
 
 def read_network(net_path: str | Path):
@@ -14,6 +15,15 @@ def read_network(net_path: str | Path):
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Module 'rtree' not available")
-            return sumolib.net.readNet(str(net_path), withInternal=True, withPedestrianConnections=True)
-    except Exception as exc:  # sumolib raises bare SAX/XML errors
+            return sumolib.net.readNet(
+                str(net_path), withInternal=True, withPedestrianConnections=True
+            )
+    except (
+        SAXException,
+        OSError,
+        KeyError,
+        AttributeError,
+        TypeError,
+        ValueError,
+    ) as exc:  # sumolib's parse errors
         raise ValueError(f"{net_path}: not a readable SUMO network: {exc}") from None

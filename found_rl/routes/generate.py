@@ -12,7 +12,11 @@ from found_rl.actions import RoadOption
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.routes.planner import LaneSpan, RoutePlanner
 
-SIGNALISED = ("traffic_light", "traffic_light_right_on_red", "traffic_light_unregulated")
+SIGNALISED = (
+    "traffic_light",
+    "traffic_light_right_on_red",
+    "traffic_light_unregulated",
+)
 
 
 def junction_of(lane_id: str) -> str:
@@ -24,9 +28,15 @@ def signalised_turns(planner: RoutePlanner, spans: list[LaneSpan]) -> set[RoadOp
     """LEFT/RIGHT commands a drive takes inside signalised junctions."""
     turns = set()
     for span in spans:
-        if span.command in (RoadOption.LEFT, RoadOption.RIGHT) and span.lane_id.startswith(":"):
+        if span.command in (
+            RoadOption.LEFT,
+            RoadOption.RIGHT,
+        ) and span.lane_id.startswith(":"):
             node_id = junction_of(span.lane_id)
-            if planner.net.hasNode(node_id) and planner.net.getNode(node_id).getType() in SIGNALISED:
+            if (
+                planner.net.hasNode(node_id)
+                and planner.net.getNode(node_id).getType() in SIGNALISED
+            ):
                 turns.add(span.command)
     return turns
 
@@ -47,12 +57,21 @@ def sparse_waypoints(planner: RoutePlanner, spans: list[LaneSpan]) -> np.ndarray
 
 
 def _point_at(shape: np.ndarray, arc_m: float) -> np.ndarray:
-    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))])
-    return np.array([np.interp(arc_m, s, shape[:, 0]), np.interp(arc_m, s, shape[:, 1])])
+    s = np.concatenate(
+        [[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))]
+    )
+    return np.array(
+        [np.interp(arc_m, s, shape[:, 0]), np.interp(arc_m, s, shape[:, 1])]
+    )
 
 
 def generate_routes(
-    planner: RoutePlanner, rng: np.random.Generator, count: int, length_m: float, town: str = "", max_tries: int = 2000
+    planner: RoutePlanner,
+    rng: np.random.Generator,
+    count: int,
+    length_m: float,
+    town: str = "",
+    max_tries: int = 2000,
 ) -> list[RouteSpec]:
     """``count`` routes of about ``length_m`` metres, each turning at a signalised junction.
 
@@ -72,15 +91,23 @@ def generate_routes(
         spans = planner.random_spans(rng, length_m)
         turns = signalised_turns(planner, spans)
         behind = min(tally, key=tally.get)
-        if not turns or (behind not in turns and tally[behind] < tally[max(tally, key=tally.get)]):
+        if not turns or (
+            behind not in turns and tally[behind] < tally[max(tally, key=tally.get)]
+        ):
             continue
-        spec = RouteSpec(route_id=str(len(routes)), town=town, waypoints_xy=sparse_waypoints(planner, spans))
+        spec = RouteSpec(
+            route_id=str(len(routes)),
+            town=town,
+            waypoints_xy=sparse_waypoints(planner, spans),
+        )
         try:
             replanned = planner.plan(spec)
         except ValueError:
             continue
         wanted = planner.densify(spans, spec.route_id)
-        if list(dict.fromkeys(replanned.lane_ids)) != list(dict.fromkeys(wanted.lane_ids)):
+        if list(dict.fromkeys(replanned.lane_ids)) != list(
+            dict.fromkeys(wanted.lane_ids)
+        ):
             continue  # the waypoints would plan into a different drive
         routes.append(spec)
         for turn in turns:

@@ -37,7 +37,9 @@ def _float(element: ET.Element, name: str, where: str) -> float:
     try:
         return float(raw)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: attribute {name!r} must be a number, got {raw!r}") from None
+        raise ValueError(
+            f"{where}: attribute {name!r} must be a number, got {raw!r}"
+        ) from None
 
 
 def parse_routes(path: str | Path) -> list[RouteSpec]:
@@ -62,10 +64,22 @@ def parse_routes(path: str | Path) -> list[RouteSpec]:
         where = f"{path}: route {route_id!r}"
         if len(points) < 2:
             raise ValueError(f"{where}: needs at least 2 waypoints, got {len(points)}")
-        xy = np.array([[_float(p, "x", f"{where} waypoint {i}"), _float(p, "y", f"{where} waypoint {i}")] for i, p in enumerate(points)])
-        routes.append(RouteSpec(route_id=route_id, town=element.get("town", ""), waypoints_xy=xy))
+        xy = np.array(
+            [
+                [
+                    _float(p, "x", f"{where} waypoint {i}"),
+                    _float(p, "y", f"{where} waypoint {i}"),
+                ]
+                for i, p in enumerate(points)
+            ]
+        )
+        routes.append(
+            RouteSpec(route_id=route_id, town=element.get("town", ""), waypoints_xy=xy)
+        )
     if not routes:
-        raise ValueError(f"{path}: no <route> elements found (expected the CARLA leaderboard layout)")
+        raise ValueError(
+            f"{path}: no <route> elements found (expected the CARLA leaderboard layout)"
+        )
     ids = [r.route_id for r in routes]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: route ids must be unique, got duplicates in {ids}")

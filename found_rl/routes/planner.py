@@ -9,6 +9,7 @@ LANEFOLLOW, as CARLA's ``GlobalRoutePlanner`` does.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass
 
@@ -20,7 +21,13 @@ from found_rl.sim.snapshot import Route
 from found_rl.sim.sumo.frames import SumoFrame
 
 VEHICLE_CLASS = "passenger"
-TURN_COMMANDS = {"l": RoadOption.LEFT, "L": RoadOption.LEFT, "t": RoadOption.LEFT, "r": RoadOption.RIGHT, "R": RoadOption.RIGHT}
+TURN_COMMANDS = {
+    "l": RoadOption.LEFT,
+    "L": RoadOption.LEFT,
+    "t": RoadOption.LEFT,
+    "r": RoadOption.RIGHT,
+    "R": RoadOption.RIGHT,
+}
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,9 @@ class LaneSpan:
 
 
 def _arc_length(shape: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))])
+    return np.concatenate(
+        [[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))]
+    )
 
 
 def _slice_polyline(shape: np.ndarray, start_m: float, end_m: float) -> np.ndarray:
@@ -42,7 +51,10 @@ def _slice_polyline(shape: np.ndarray, start_m: float, end_m: float) -> np.ndarr
     s = _arc_length(shape)
     start_m, end_m = np.clip([start_m, end_m], 0.0, s[-1])
     inner = shape[(s > start_m) & (s < end_m)]
-    ends = [np.array([np.interp(v, s, shape[:, 0]), np.interp(v, s, shape[:, 1])]) for v in (start_m, end_m)]
+    ends = [
+        np.array([np.interp(v, s, shape[:, 0]), np.interp(v, s, shape[:, 1])])
+        for v in (start_m, end_m)
+    ]
     return np.vstack([ends[0], inner, ends[1]])
 
 
@@ -57,7 +69,13 @@ class RoutePlanner:
             is off the network.
     """
 
-    def __init__(self, net, frame: SumoFrame, spacing_m: float = 1.0, max_waypoint_offset_m: float = 4.0) -> None:
+    def __init__(
+        self,
+        net,
+        frame: SumoFrame,
+        spacing_m: float = 1.0,
+        max_waypoint_offset_m: float = 4.0,
+    ) -> None:
         self.net = net
         self.frame = frame
         self.spacing_m = spacing_m
@@ -65,18 +83,26 @@ class RoutePlanner:
         self._shapes: dict[str, np.ndarray] = {}
         self._lengths: dict[str, float] = {}
         self.drivable_lanes = [
-            lane for edge in net.getEdges() if edge.getFunction() == "" for lane in edge.getLanes() if lane.allows(VEHICLE_CLASS)
+            lane
+            for edge in net.getEdges()
+            if edge.getFunction() == ""
+            for lane in edge.getLanes()
+            if lane.allows(VEHICLE_CLASS)
         ]
         if not self.drivable_lanes:
             raise ValueError("the network has no lanes open to passenger cars")
-        lengths = np.array([self.lane_length(lane.getID()) for lane in self.drivable_lanes])
+        lengths = np.array(
+            [self.lane_length(lane.getID()) for lane in self.drivable_lanes]
+        )
         self._start_lane_p = lengths / lengths.sum()
 
     # ----------------------------------------------------------------------------- geometry
     def shape(self, lane_id: str) -> np.ndarray:
         """``(K, 2)`` SUMO-frame shape of a lane (cached)."""
         if lane_id not in self._shapes:
-            self._shapes[lane_id] = np.asarray(self.net.getLane(lane_id).getShape(), dtype=np.float64)
+            self._shapes[lane_id] = np.asarray(
+                self.net.getLane(lane_id).getShape(), dtype=np.float64
+            )
         return self._shapes[lane_id]
 
     def lane_length(self, lane_id: str) -> float:
@@ -101,17 +127,24 @@ class RoutePlanner:
         if s[-1] < self.spacing_m:
             raise ValueError(f"route {route_id!r}: shorter than {self.spacing_m} m")
         samples = np.append(np.arange(0.0, s[-1], self.spacing_m), s[-1])
-        xy = np.stack([np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])], axis=1)
+        xy = np.stack(
+            [np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])],
+            axis=1,
+        )
         # A segment belongs to the span of its end point (the first point of each span is
         # dropped above as a duplicate of the previous span's last point).
-        segment_end = np.clip(np.searchsorted(s, samples, side="right"), 1, len(points) - 1)
+        segment_end = np.clip(
+            np.searchsorted(s, samples, side="right"), 1, len(points) - 1
+        )
         span_index = label[segment_end]
         heading = np.gradient(xy, axis=0)
         return Route(
             route_id=route_id,
             xy=xy,
             yaw_deg=np.degrees(np.arctan2(heading[:, 1], heading[:, 0])),
-            commands=np.array([int(spans[i].command) for i in span_index], dtype=np.int8),
+            commands=np.array(
+                [int(spans[i].command) for i in span_index], dtype=np.int8
+            ),
             lane_ids=tuple(spans[i].lane_id for i in span_index),
             length_m=float(s[-1]),
         )
@@ -130,20 +163,41 @@ class RoutePlanner:
         spans, via = [], connection.getViaLaneID()
         while via:
             spans.append(LaneSpan(via, 0.0, self.lane_length(via), command))
-            via = next((o.getViaLaneID() for o in self.net.getLane(via).getOutgoing() if o.getToLane().getID() == target), "")
+            via = next(
+                (
+                    o.getViaLaneID()
+                    for o in self.net.getLane(via).getOutgoing()
+                    if o.getToLane().getID() == target
+                ),
+                "",
+            )
         return spans
 
     def drivable_connections(self, lane) -> list:
-        return [c for c in lane.getOutgoing() if c.getToLane().allows(VEHICLE_CLASS) and c.getDirection() != "t"]
+        return [
+            c
+            for c in lane.getOutgoing()
+            if c.getToLane().allows(VEHICLE_CLASS) and c.getDirection() != "t"
+        ]
 
     # ------------------------------------------------------------------------ planning
-    def _match(self, xy_sumo: np.ndarray, toward_sumo: np.ndarray, route_id: str, index: int):
+    def _match(
+        self, xy_sumo: np.ndarray, toward_sumo: np.ndarray, route_id: str, index: int
+    ):
         """(lane, arc position) of the drivable normal lane a waypoint lies on."""
         radius = self.max_waypoint_offset_m
-        with warnings.catch_warnings():  # sumolib falls back to a brute-force search without rtree
+        with (
+            warnings.catch_warnings()
+        ):  # sumolib falls back to a brute-force search without rtree
             warnings.filterwarnings("ignore", message="Module 'rtree' not available")
-            nearby = self.net.getNeighboringLanes(float(xy_sumo[0]), float(xy_sumo[1]), radius, includeJunctions=True)
-        candidates = [(lane, dist) for lane, dist in nearby if lane.allows(VEHICLE_CLASS) and dist <= radius]
+            nearby = self.net.getNeighboringLanes(
+                float(xy_sumo[0]), float(xy_sumo[1]), radius, includeJunctions=True
+            )
+        candidates = [
+            (lane, dist)
+            for lane, dist in nearby
+            if lane.allows(VEHICLE_CLASS) and dist <= radius
+        ]
         if not candidates:
             x, y = self.frame.to_carla_xy(xy_sumo)
             raise ValueError(
@@ -155,36 +209,54 @@ class RoutePlanner:
         def alignment(lane) -> float:
             shape = self.shape(lane.getID())
             s = _arc_length(shape)
-            pos = self._project(shape, xy_sumo)
+            pos = self.project_onto(shape, xy_sumo)
             i = int(np.clip(np.searchsorted(s, pos) - 1, 0, len(shape) - 2))
             direction = shape[i + 1] - shape[i]
-            return float(np.dot(direction, toward_sumo) / (np.linalg.norm(direction) * np.linalg.norm(toward_sumo) + 1e-9))
+            return float(
+                np.dot(direction, toward_sumo)
+                / (np.linalg.norm(direction) * np.linalg.norm(toward_sumo) + 1e-9)
+            )
 
         near = [lane for lane, dist in candidates if dist <= best + 0.5]
         lane = max(near, key=alignment)
-        if lane.getEdge().getFunction() == "internal":  # inside a junction: continue onto the exit lane
+        if (
+            lane.getEdge().getFunction() == "internal"
+        ):  # inside a junction: continue onto the exit lane
             out = lane.getOutgoing()
             while out and out[0].getViaLaneID():
                 out = self.net.getLane(out[0].getViaLaneID()).getOutgoing()
             if not out:
-                raise ValueError(f"route {route_id!r}: waypoint {index} lies on a junction lane that leads nowhere")
+                raise ValueError(
+                    f"route {route_id!r}: waypoint {index} lies on a junction lane that leads nowhere"
+                )
             return out[0].getToLane(), 0.0
-        return lane, self._project(self.shape(lane.getID()), xy_sumo)
+        return lane, self.project_onto(self.shape(lane.getID()), xy_sumo)
 
     @staticmethod
-    def _project(shape: np.ndarray, xy: np.ndarray) -> float:
-        """Arc position of the point of ``shape`` nearest to ``xy``."""
+    def project_onto(shape: np.ndarray, xy: np.ndarray) -> float:
+        """Arc position (metres along ``shape``) of the point of ``shape`` nearest to ``xy``."""
         a, b = shape[:-1], shape[1:]
         ab = b - a
-        t = np.clip(np.einsum("ij,ij->i", xy - a, ab) / np.maximum(np.einsum("ij,ij->i", ab, ab), 1e-12), 0.0, 1.0)
+        t = np.clip(
+            np.einsum("ij,ij->i", xy - a, ab)
+            / np.maximum(np.einsum("ij,ij->i", ab, ab), 1e-12),
+            0.0,
+            1.0,
+        )
         dist = np.linalg.norm(a + t[:, None] * ab - xy, axis=1)
         i = int(np.argmin(dist))
         return float(_arc_length(shape)[i] + t[i] * np.linalg.norm(ab[i]))
 
-    def _change_lane(self, spans: list[LaneSpan], lane, target, start_m: float, end_m: float) -> None:
+    def _change_lane(
+        self, spans: list[LaneSpan], lane, target, start_m: float, end_m: float
+    ) -> None:
         """Drive ``lane`` from ``start_m``, switching to ``target`` halfway to ``end_m``."""
         middle = 0.5 * (start_m + end_m)
-        command = RoadOption.CHANGELANELEFT if target.getIndex() > lane.getIndex() else RoadOption.CHANGELANERIGHT
+        command = (
+            RoadOption.CHANGELANELEFT
+            if target.getIndex() > lane.getIndex()
+            else RoadOption.CHANGELANERIGHT
+        )
         spans.append(LaneSpan(lane.getID(), start_m, middle, RoadOption.LANEFOLLOW))
         spans.append(LaneSpan(target.getID(), middle, end_m, command))
 
@@ -198,45 +270,90 @@ class RoutePlanner:
         points = self.frame.to_sumo_xy(spec.waypoints_xy)
         matches = []
         for i, point in enumerate(points):
-            toward = points[i + 1] - point if i + 1 < len(points) else point - points[i - 1]
+            toward = (
+                points[i + 1] - point if i + 1 < len(points) else point - points[i - 1]
+            )
             matches.append(self._match(point, toward, spec.route_id, i))
         edges = [matches[0][0].getEdge()]
         for i in range(len(matches) - 1):
             (lane_a, pos_a), (lane_b, pos_b) = matches[i], matches[i + 1]
             if lane_a.getEdge() is lane_b.getEdge() and pos_b >= pos_a:
                 continue
-            path, _ = self.net.getShortestPath(lane_a.getEdge(), lane_b.getEdge(), vClass=VEHICLE_CLASS)
+            path, _ = self.net.getShortestPath(
+                lane_a.getEdge(), lane_b.getEdge(), vClass=VEHICLE_CLASS
+            )
             if not path:
-                raise ValueError(f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}")
+                raise ValueError(
+                    f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}"
+                )
             edges += list(path[1:]) if path[0] is edges[-1] else list(path)
         lane, position = matches[0]
         end_lane, end_position = matches[-1]
         spans: list[LaneSpan] = []
-        for edge, next_edge in zip(edges[:-1], edges[1:]):
-            connections = [c for l in edge.getLanes() if l.allows(VEHICLE_CLASS) for c in self.drivable_connections(l) if c.getTo() is next_edge]
+        for edge, next_edge in itertools.pairwise(edges):
+            connections = [
+                c
+                for l in edge.getLanes()
+                if l.allows(VEHICLE_CLASS)
+                for c in self.drivable_connections(l)
+                if c.getTo() is next_edge
+            ]
             if not connections:
-                raise ValueError(f"route {spec.route_id!r}: edge {edge.getID()} does not connect to {next_edge.getID()}")
+                raise ValueError(
+                    f"route {spec.route_id!r}: edge {edge.getID()} does not connect to {next_edge.getID()}"
+                )
             own = [c for c in connections if c.getFromLane() is lane]
-            connection = own[0] if own else min(connections, key=lambda c: abs(c.getFromLane().getIndex() - lane.getIndex()))
+            connection = (
+                own[0]
+                if own
+                else min(
+                    connections,
+                    key=lambda c: abs(c.getFromLane().getIndex() - lane.getIndex()),
+                )
+            )
             length = self.lane_length(lane.getID())
             if own:
-                spans.append(LaneSpan(lane.getID(), position, length, RoadOption.LANEFOLLOW))
+                spans.append(
+                    LaneSpan(lane.getID(), position, length, RoadOption.LANEFOLLOW)
+                )
             else:
-                self._change_lane(spans, lane, connection.getFromLane(), position, length)
+                self._change_lane(
+                    spans, lane, connection.getFromLane(), position, length
+                )
             spans += self.connection_spans(connection)
             lane, position = connection.getToLane(), 0.0
         if end_lane is lane or end_lane.getEdge() is not lane.getEdge():
-            spans.append(LaneSpan(lane.getID(), position, max(end_position, position), RoadOption.LANEFOLLOW))
+            spans.append(
+                LaneSpan(
+                    lane.getID(),
+                    position,
+                    max(end_position, position),
+                    RoadOption.LANEFOLLOW,
+                )
+            )
         else:
-            self._change_lane(spans, lane, end_lane, position, max(end_position, position))
+            self._change_lane(
+                spans, lane, end_lane, position, max(end_position, position)
+            )
         return self.densify(spans, spec.route_id)
 
-    def random_spans(self, rng: np.random.Generator, length_m: float, max_tries: int = 50) -> list[LaneSpan]:
+    def random_spans(
+        self, rng: np.random.Generator, length_m: float, max_tries: int = 50
+    ) -> list[LaneSpan]:
         """Lane spans of a random drive of ``length_m`` metres (no U-turns, no dead ends)."""
         for _ in range(max_tries):
-            lane = self.drivable_lanes[rng.choice(len(self._start_lane_p), p=self._start_lane_p)]
+            lane = self.drivable_lanes[
+                rng.choice(len(self._start_lane_p), p=self._start_lane_p)
+            ]
             start = float(rng.uniform(0.0, 0.5 * self.lane_length(lane.getID())))
-            spans = [LaneSpan(lane.getID(), start, self.lane_length(lane.getID()), RoadOption.LANEFOLLOW)]
+            spans = [
+                LaneSpan(
+                    lane.getID(),
+                    start,
+                    self.lane_length(lane.getID()),
+                    RoadOption.LANEFOLLOW,
+                )
+            ]
             total = spans[0].end_m - start
             while total < length_m:
                 connections = self.drivable_connections(lane)
@@ -244,7 +361,12 @@ class RoutePlanner:
                     break
                 connection = connections[rng.integers(len(connections))]
                 for span in self.connection_spans(connection) + [
-                    LaneSpan(connection.getToLane().getID(), 0.0, self.lane_length(connection.getToLane().getID()), RoadOption.LANEFOLLOW)
+                    LaneSpan(
+                        connection.getToLane().getID(),
+                        0.0,
+                        self.lane_length(connection.getToLane().getID()),
+                        RoadOption.LANEFOLLOW,
+                    )
                 ]:
                     spans.append(span)
                     total += span.end_m - span.start_m
@@ -255,10 +377,16 @@ class RoutePlanner:
                     overshoot -= spans[-1].end_m - spans[-1].start_m
                     spans.pop()
                 last = spans[-1]
-                spans[-1] = LaneSpan(last.lane_id, last.start_m, last.end_m - overshoot, last.command)
+                spans[-1] = LaneSpan(
+                    last.lane_id, last.start_m, last.end_m - overshoot, last.command
+                )
                 return spans
-        raise ValueError(f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes")
+        raise ValueError(
+            f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes"
+        )
 
-    def random_route(self, rng: np.random.Generator, length_m: float, route_id: str) -> Route:
+    def random_route(
+        self, rng: np.random.Generator, length_m: float, route_id: str
+    ) -> Route:
         """A dense random route of ``length_m`` metres."""
         return self.densify(self.random_spans(rng, length_m), route_id)

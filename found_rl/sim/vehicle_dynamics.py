@@ -62,14 +62,27 @@ class VehicleState:
     accel_mps2: float = 0.0
 
 
-def longitudinal_accel(controls: Controls, speed_mps: float, params: VehicleParams) -> float:
+def longitudinal_accel(
+    controls: Controls, speed_mps: float, params: VehicleParams
+) -> float:
     """Acceleration commanded by throttle and brake at the current speed."""
-    drive = controls.throttle * params.max_accel_mps2 * max(0.0, 1.0 - speed_mps / params.max_speed_mps)
-    resist = controls.brake * params.max_brake_mps2 + (params.drag_mps2 if speed_mps > 0.0 else 0.0)
+    drive = (
+        controls.throttle
+        * params.max_accel_mps2
+        * max(0.0, 1.0 - speed_mps / params.max_speed_mps)
+    )
+    resist = controls.brake * params.max_brake_mps2 + (
+        params.drag_mps2 if speed_mps > 0.0 else 0.0
+    )
     return drive - resist
 
 
-def step_vehicle(state: VehicleState, controls: Controls, dt_s: float, params: VehicleParams = VehicleParams()) -> VehicleState:
+def step_vehicle(
+    state: VehicleState,
+    controls: Controls,
+    dt_s: float,
+    params: VehicleParams = VehicleParams(),
+) -> VehicleState:
     """Advance the bicycle model by ``dt_s`` seconds.
 
     Speed never goes negative (braking stops the car); the wheel angle moves towards
@@ -77,7 +90,9 @@ def step_vehicle(state: VehicleState, controls: Controls, dt_s: float, params: V
     """
     target_wheel = controls.steer * params.max_steer_deg
     max_change = params.max_steer_rate_dps * dt_s
-    wheel = state.wheel_angle_deg + min(max(target_wheel - state.wheel_angle_deg, -max_change), max_change)
+    wheel = state.wheel_angle_deg + min(
+        max(target_wheel - state.wheel_angle_deg, -max_change), max_change
+    )
 
     accel = longitudinal_accel(controls, state.speed_mps, params)
     speed = min(max(state.speed_mps + accel * dt_s, 0.0), params.max_speed_mps)

@@ -214,14 +214,27 @@ def test_policy_returning_the_wrong_batch_size_is_rejected() -> None:
             sampler.step()
 
 
-def test_adaptive_rho_settles_on_the_fastest_threshold() -> None:
+@pytest.mark.parametrize(
+    "seconds_per_valid, expected_best, never_tried",
+    [
+        ({0.25: 3.0, 0.5: 1.0, 0.75: 2.0, 1.0: 4.0}, 0.5, {1.0}),
+        ({0.25: 5.0, 0.5: 3.0, 0.75: 2.0, 1.0: 1.0}, 1.0, set()),
+        ({0.25: 1.0, 0.5: 2.0, 0.75: 3.0, 1.0: 4.0}, 0.25, {1.0}),
+    ],
+    ids=["peak-in-the-middle", "climbs-to-1", "descends-to-0.25"],
+)
+def test_adaptive_rho_climbs_to_the_fastest_threshold(
+    seconds_per_valid: dict[float, float], expected_best: float, never_tried: set[float]
+) -> None:
     adaptive = AdaptiveRho(4, np.random.default_rng(0), epsilon=0.0)
-    assert adaptive.candidates.tolist() == [0.25, 0.5, 0.75, 1.0]
-    seconds_per_valid = {0.25: 3.0, 0.5: 1.0, 0.75: 2.0, 1.0: 4.0}
+    assert adaptive.candidates.tolist() == [0.25, 0.5, 0.75, 1.0] and adaptive.choose() == 0.5
+    tried = set()
     for _ in range(12):
         rho = adaptive.choose()
+        tried.add(rho)
         adaptive.update(rho, 100, 100 * seconds_per_valid[rho])
-    assert adaptive.best == 0.5 and adaptive.choose() == 0.5
+    assert adaptive.best == expected_best and adaptive.choose() == expected_best
+    assert not tried & never_tried
 
 
 def test_fast_sampler_with_adaptive_rho_only_uses_candidate_thresholds() -> None:

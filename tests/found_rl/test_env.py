@@ -261,5 +261,21 @@ def test_sumo_route_following_makes_progress(quick_scenario):
     trace = drive_sumo(quick_scenario, seed=1, steps=120)
     completions = [step[-1]["route_completion"] for step in trace]
     assert completions == sorted(completions)
-    assert completions[-1] > 0.2  # about 6 m/s for up to 12 s on a 150 m route
+    assert completions[-1] > 0.05  # the controller ignores lights and traffic: it may stop early
     assert trace[0][0]["bev"][1].max() == 255
+    last = trace[-1]
+    if last[2] or last[3]:
+        assert isinstance(last[-1]["episode"], EpisodeSummary)
+
+
+def test_standing_for_the_scenarios_blocked_time_terminates():
+    scenario = SCENARIO.model_copy(update={"episode": SCENARIO.episode.model_copy(update={"blocked_s": 2.0})})
+    env = DrivingEnv(scenario, backend=ScriptedBackend(), observation="state")
+    env.reset(seed=0)
+    for step in range(1, 30):
+        _, reward, terminated, truncated, info = env.step(np.zeros(2, np.float32))
+        if terminated or truncated:
+            break
+    assert terminated and step == 20
+    assert info["episode"].status is EpisodeStatus.FAILED_BLOCKED
+    assert info["reward_terms"]["terminal"] == -1.0

@@ -168,7 +168,9 @@ def test_light_distance_is_from_the_bumper_to_the_stop_line():
 
 
 def test_first_crossed_light_wins_and_unknown_phase_is_minus_one():
-    snap = scene(lights=lines([((35.0, -1.75), (35.0, 1.75)), ACROSS_LANE_AT_20], [LightState.GREEN, LightState.YELLOW]))
+    snap = scene(
+        lights=lines([((35.0, -1.75), (35.0, 1.75)), ACROSS_LANE_AT_20], [LightState.GREEN, LightState.YELLOW])
+    )
     light = hazards.affecting_light(snap, START)
     assert light.light_id == "l1" and light.state == LightState.YELLOW
     assert light.remaining_ratio == -1.0

@@ -22,7 +22,9 @@ def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "town_grid.yaml", "town_spider.yaml"])
+@pytest.mark.parametrize(
+    "name", ["quickstart.yaml", "town_grid.yaml", "town_spider.yaml"]
+)
 def test_shipped_scenarios_are_valid(name):
     scenario = load_scenario(SCENARIOS / name)
     assert scenario.backend == "sumo"
@@ -48,12 +50,27 @@ def test_relative_route_file_resolves_against_the_scenario_folder(tmp_path):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (VALID.replace("walkers: 3", "walkers: 3, vehicels: 4"), "s.yaml: traffic.vehicels: unknown field"),
-        (VALID.replace("vehicles: [5, 10]", "vehicles: -3"), "s.yaml: traffic.vehicles: expected an int >= 0, got -3"),
-        (VALID.replace("vehicles: [5, 10]", "vehicles: [10, 5]"), "traffic.vehicles: expected a [min, max] pair"),
-        (VALID.replace("junctions: 3", "junctions: 1"), "map.generate.junctions: input should be greater than or equal to 2, got 1"),
+        (
+            VALID.replace("walkers: 3", "walkers: 3, vehicels: 4"),
+            "s.yaml: traffic.vehicels: unknown field",
+        ),
+        (
+            VALID.replace("vehicles: [5, 10]", "vehicles: -3"),
+            "s.yaml: traffic.vehicles: expected an int >= 0, got -3",
+        ),
+        (
+            VALID.replace("vehicles: [5, 10]", "vehicles: [10, 5]"),
+            "traffic.vehicles: expected a [min, max] pair",
+        ),
+        (
+            VALID.replace("junctions: 3", "junctions: 1"),
+            "map.generate.junctions: input should be greater than or equal to 2, got 1",
+        ),
         (VALID.replace("type: grid", "type: hexagon"), "map.generate"),
-        (VALID + "reward: shaped\n", "reward: input should be 'valeo' or 'carl', got 'shaped'"),
+        (
+            VALID + "reward: shaped\n",
+            "reward: input should be 'valeo' or 'carl', got 'shaped'",
+        ),
         (VALID + "backend: gazebo\n", "backend:"),
         ("routes: {random_length_m: 100}\n", "s.yaml: map: required field is missing"),
         (VALID.replace("random_length_m: 200", "{}"), "routes"),
@@ -69,17 +86,31 @@ def test_bad_fields_name_file_and_field(tmp_path, text, expected):
 
 def test_map_needs_exactly_one_source(tmp_path):
     (tmp_path / "n.net.xml").write_text("<net/>")
-    text = VALID.replace("generate: {type: grid, junctions: 3}", "generate: {type: grid}\n  file: n.net.xml")
-    with pytest.raises(ValueError, match="map: give exactly one of generate, file, town"):
+    text = VALID.replace(
+        "generate: {type: grid, junctions: 3}",
+        "generate: {type: grid}\n  file: n.net.xml",
+    )
+    with pytest.raises(
+        ValueError, match="map: give exactly one of generate, file, town"
+    ):
         load_scenario(write(tmp_path, text))
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("map: {file: missing.net.xml}\nroutes: {random_length_m: 100}\n", "map.file: map file not found"),
-        ("map: {generate: {type: grid}}\nroutes: {file: nowhere.xml}\n", "routes.file: route file not found"),
-        ("map: {file: town.osm}\nroutes: {random_length_m: 100}\n", "map.file: expected a .net.xml or .xodr file"),
+        (
+            "map: {file: missing.net.xml}\nroutes: {random_length_m: 100}\n",
+            "map.file: map file not found",
+        ),
+        (
+            "map: {generate: {type: grid}}\nroutes: {file: nowhere.xml}\n",
+            "routes.file: route file not found",
+        ),
+        (
+            "map: {file: town.osm}\nroutes: {random_length_m: 100}\n",
+            "map.file: expected a .net.xml or .xodr file",
+        ),
     ],
 )
 def test_missing_or_wrong_files_are_named(tmp_path, text, expected):
@@ -105,5 +136,11 @@ def test_missing_scenario_file():
 def test_backend_and_map_kind_must_agree():
     with pytest.raises(ValueError, match="map.town names a CARLA town"):
         parse_scenario({"map": {"town": "Town01"}, "routes": {"random_length_m": 100}})
-    carla = parse_scenario({"backend": "carla", "map": {"town": "Town01"}, "routes": {"random_length_m": 100}})
+    carla = parse_scenario(
+        {
+            "backend": "carla",
+            "map": {"town": "Town01"},
+            "routes": {"random_length_m": 100},
+        }
+    )
     assert carla.map.town == "Town01"

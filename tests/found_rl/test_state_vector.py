@@ -23,7 +23,14 @@ def snapshot(yaw_deg=0.0, velocity_xy=(0.0, 0.0), throttle=0.0, steer=0.0, brake
     )
     route = Route("r", np.zeros((2, 2)), np.zeros(2), np.full(2, 4, np.int8), ("l", "l"), 0.0)
     return WorldSnapshot(
-        0, 0.0, ego, ActorBoxes.empty(), ActorBoxes.empty(), StopLines.empty(), StopLines.empty(), route,
+        0,
+        0.0,
+        ego,
+        ActorBoxes.empty(),
+        ActorBoxes.empty(),
+        StopLines.empty(),
+        StopLines.empty(),
+        route,
         MapGeometry("m", (), (), ()),
     )
 

@@ -9,6 +9,7 @@ from vlm_server.batcher import (
     DynamicBatcher,
     QueueFullError,
     ShuttingDownError,
+    gather_within,
 )
 from vlm_server.config import BatchingConfig
 
@@ -165,7 +166,9 @@ async def test_gather_within_returns_results_and_exceptions_in_order():
     futures[1].set_exception(BackendError("x"))
     futures[2].set_result(3)
     outcomes = await gather_within(futures, 1.0)
-    assert outcomes[0] == 1 and isinstance(outcomes[1], BackendError) and outcomes[2] == 3
+    assert (
+        outcomes[0] == 1 and isinstance(outcomes[1], BackendError) and outcomes[2] == 3
+    )
     single = loop.create_future()
     single.set_exception(BackendError("y"))
     assert isinstance((await gather_within([single], 1.0))[0], BackendError)

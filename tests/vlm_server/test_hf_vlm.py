@@ -1,8 +1,10 @@
 import pytest
 import torch
 
-from vlm_server.backends.base import AdviseItem
-from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
+pytest.importorskip("transformers")  # optional extra: found-rl[hf]
+
+from vlm_server.backends.base import AdviseItem  # noqa: E402
+from vlm_server.backends.hf_vlm import HuggingFaceAdvisor  # noqa: E402
 
 
 def items(rgb) -> list[AdviseItem]:

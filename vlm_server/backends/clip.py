@@ -48,6 +48,7 @@ class OpenClipScorer:
         image_size: square input side in px; requests must send exactly this size (the
             fine-tuned model was trained at 192, METHOD §3).
         device: torch device string.
+        precision: open_clip precision, ``"fp32"``, ``"fp16"`` or ``"bf16"`` (GPU).
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class OpenClipScorer:
         model_config_path: str | None = None,
         image_size: int = 192,
         device: str = "cpu",
+        precision: str = "fp32",
     ) -> None:
         if image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {image_size}")
@@ -68,7 +70,15 @@ class OpenClipScorer:
         self.pretrained = pretrained
         self.model_config_path = model_config_path
         self.image_hw = (image_size, image_size)
+        if precision not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"precision must be fp32, fp16 or bf16, got {precision!r}")
         self.device = torch.device(device)
+        self.precision = precision
+        self._dtype = {
+            "fp32": torch.float32,
+            "fp16": torch.float16,
+            "bf16": torch.bfloat16,
+        }[precision]
         self.stats = RunningMoments()
         self.model: torch.nn.Module | None = None
         self.text_anchors: torch.Tensor | None = None  # [6, 4, 30, D], L2-normalised
@@ -86,6 +96,7 @@ class OpenClipScorer:
             pretrained=self.pretrained,
             force_image_size=self.image_hw[0],
             device=self.device,
+            precision=self.precision,
         )
         model.eval()
         preprocess_cfg = getattr(model.visual, "preprocess_cfg", {}) or {}
@@ -129,7 +140,7 @@ class OpenClipScorer:
             .float()
             .div_(255.0)
         )
-        pixels = (pixels - self._mean) / self._std
+        pixels = ((pixels - self._mean) / self._std).to(self._dtype)
         with torch.inference_mode():
             return F.normalize(self.model.encode_image(pixels).float(), dim=-1)
 

@@ -2,15 +2,21 @@
 
 One libsumo simulation per process runs at 10 Hz. Background traffic is warmed up once per
 backend and saved as a few SUMO states; a reset loads one of them (chosen by the reset seed),
-thins traffic to the episode's counts, clears the spawn area and inserts the ego, so resets
-take milliseconds and the same seed always gives the same episode. Each step the ego moves
-by the bicycle model and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's
-drivers see it and react (ARCHITECTURE §2, §3).
+thins traffic to the episode's counts, clears the spawn area and inserts the ego, so a reset
+takes milliseconds instead of restarting SUMO. Each step the ego moves by the bicycle model
+and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's drivers see it and react
+(ARCHITECTURE §2, §3).
+
+Determinism: SUMO's own driver randomness is switched off and every random choice comes from
+the reset seed, so a process that makes the same resets with the same seeds and controls
+replays exactly, and a reset's first snapshot depends on its seed alone. SUMO's
+``loadState`` does not restore all junction bookkeeping, though, so within one process an
+episode that follows other episodes can drift by centimetres from its replay after a few
+seconds (tests/found_rl/sim/sumo/test_backend.py checks both guarantees).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 import tempfile
@@ -24,7 +30,13 @@ from found_rl.maps import build_network, load_map_geometry, read_network
 from found_rl.routes import RoutePlanner, parse_routes
 from found_rl.scenario import Scenario
 from found_rl.sim import vehicle_dynamics
-from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, Route, WorldSnapshot
+from found_rl.sim.snapshot import (
+    ActorBoxes,
+    EgoState,
+    MapGeometry,
+    Route,
+    WorldSnapshot,
+)
 from found_rl.sim.sumo import runtime
 from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
@@ -46,11 +58,11 @@ NUM_WARM_STATES = 4
 WARM_STATE_SPACING_S = 15.0
 SPAWN_CLEARANCE_M = 15.0
 WALKER_CLEARANCE_M = 5.0
-MOVE_MATCH_M = 5.0
+MOVE_MATCH_M = 5.0  # how far from a lane SUMO still maps the ego onto it
 # Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
 # this halves SUMO's car-following work per step.
 DRIVER_ACTION_STEP_S = 0.2
-_NO_ACTORS = ActorBoxes.empty()  # how far from a lane SUMO still maps the ego onto it
+_NO_ACTORS = ActorBoxes.empty()
 
 
 class SumoBackend:
@@ -63,11 +75,15 @@ class SumoBackend:
         planner: dense route planner on this network.
     """
 
-    def __init__(self, scenario: Scenario, *, vehicle: VehicleParams = VehicleParams()) -> None:
+    def __init__(
+        self, scenario: Scenario, *, vehicle: VehicleParams | None = None
+    ) -> None:
         if scenario.backend != "sumo":
-            raise ValueError(f"SumoBackend needs backend: sumo, got {scenario.backend!r}")
+            raise ValueError(
+                f"SumoBackend needs backend: sumo, got {scenario.backend!r}"
+            )
         self.scenario = scenario
-        self.vehicle = vehicle
+        self.vehicle = vehicle = vehicle or VehicleParams()
         self._libsumo = runtime.import_libsumo()
         self._net_path = build_network(scenario.map)
         self._net = read_network(self._net_path)
@@ -96,11 +112,12 @@ class SumoBackend:
         self._ego = VehicleState(0.0, 0.0, 0.0)
         self._controls = Controls(0.0, 0.0, 0.0)
         self._step = 0
-        self._start_time_s = 0.0
         self._num_walkers = 0
         self._ego_route_id = ""
         self._earliest_switch_s = -np.inf
-        self._ego_half_extent = np.array([vehicle.length_m / 2.0, vehicle.width_m / 2.0])
+        self._ego_half_extent = np.array(
+            [vehicle.length_m / 2.0, vehicle.width_m / 2.0]
+        )
 
     # ------------------------------------------------------------------ simulation lifetime
     def _start_simulation(self) -> None:
@@ -124,8 +141,15 @@ class SumoBackend:
         programs = {}
         for tls_id in ts.trafficlight.getIDList():
             program = ts.trafficlight.getProgram(tls_id)
-            logic = next(l for l in ts.trafficlight.getAllProgramLogics(tls_id) if l.programID == program)
-            programs[tls_id] = ([p.state for p in logic.phases], [p.duration for p in logic.phases])
+            logic = next(
+                l
+                for l in ts.trafficlight.getAllProgramLogics(tls_id)
+                if l.programID == program
+            )
+            programs[tls_id] = (
+                [p.state for p in logic.phases],
+                [p.duration for p in logic.phases],
+            )
         self._lights = TrafficLightTable(self._net, self.frame, programs)
         traffic = self.scenario.traffic
         for k in range(traffic.vehicles[1]):
@@ -151,10 +175,9 @@ class SumoBackend:
         runtime.release(self)
         self._cleanup()
 
-
     # ------------------------------------------------------------------------- episodes
     def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot:
-        """Start an episode; the result depends only on ``seed`` and ``route_index``.
+        """Start an episode; its first snapshot depends only on ``seed`` and ``route_index``.
 
         Args:
             seed: episode seed (traffic counts, warm state, route when not given).
@@ -168,7 +191,9 @@ class SumoBackend:
         rng = np.random.default_rng(seed)
         self._rng = rng
         self._route = self._choose_route(rng, seed, route_index)
-        ts.simulation.loadState(str(self._warm_states[int(rng.integers(len(self._warm_states)))]))
+        ts.simulation.loadState(
+            str(self._warm_states[int(rng.integers(len(self._warm_states)))])
+        )
         self._resync_traffic_lights()
         start_xy = self.frame.to_sumo_xy(self._route.xy[0])
         self._thin_traffic(rng, start_xy)
@@ -176,7 +201,6 @@ class SumoBackend:
         self._lights.set_route(self._route.lane_ids)
         self._earliest_switch_s = -np.inf
         ts.simulationStep()
-        self._start_time_s = ts.simulation.getTime()
         self._step = 0
         self._controls = Controls(0.0, 0.0, 0.0)
         self._resets += 1
@@ -187,34 +211,54 @@ class SumoBackend:
         ts = self._libsumo
         now_s = ts.simulation.getTime()
         for tls_id in self._lights.tls_ids:
-            program, phase = ts.trafficlight.getProgram(tls_id), ts.trafficlight.getPhase(tls_id)
+            program, phase = (
+                ts.trafficlight.getProgram(tls_id),
+                ts.trafficlight.getPhase(tls_id),
+            )
             remaining_s = ts.trafficlight.getNextSwitch(tls_id) - now_s
-            ts.trafficlight.setRedYellowGreenState(tls_id, "o" * len(ts.trafficlight.getRedYellowGreenState(tls_id)))
+            ts.trafficlight.setRedYellowGreenState(
+                tls_id, "o" * len(ts.trafficlight.getRedYellowGreenState(tls_id))
+            )
             ts.trafficlight.setProgram(tls_id, program)
             ts.trafficlight.setPhase(tls_id, phase)
             ts.trafficlight.setPhaseDuration(tls_id, remaining_s)
 
-    def _choose_route(self, rng: np.random.Generator, seed: int, route_index: int | None) -> Route:
+    def _choose_route(
+        self, rng: np.random.Generator, seed: int, route_index: int | None
+    ) -> Route:
         if self.num_routes == 0:
             if route_index is not None:
-                raise ValueError(f"route_index={route_index} given, but the scenario uses random routes")
-            return self.planner.random_route(rng, self.scenario.routes.random_length_m, f"random-{seed}")
+                raise ValueError(
+                    f"route_index={route_index} given, but the scenario uses random routes"
+                )
+            return self.planner.random_route(
+                rng, self.scenario.routes.random_length_m, f"random-{seed}"
+            )
         if route_index is None:
             route_index = int(rng.integers(self.num_routes))
         if not 0 <= route_index < self.num_routes:
-            raise ValueError(f"route_index must be in [0, {self.num_routes - 1}], got {route_index}")
+            raise ValueError(
+                f"route_index must be in [0, {self.num_routes - 1}], got {route_index}"
+            )
         return self._routes[route_index]
 
-    def _thin_traffic(self, rng: np.random.Generator, start_xy_sumo: np.ndarray) -> None:
+    def _thin_traffic(
+        self, rng: np.random.Generator, start_xy_sumo: np.ndarray
+    ) -> None:
         """Keep the episode's number of actors, none of them in the ego's spawn area."""
         ts = self._libsumo
         traffic = self.scenario.traffic
         vehicles = sorted(ts.vehicle.getIDList())
         keep = int(rng.integers(traffic.vehicles[0], traffic.vehicles[1] + 1))
-        dropped = set(rng.permutation(len(vehicles))[: max(len(vehicles) - keep, 0)].tolist())
+        dropped = set(
+            rng.permutation(len(vehicles))[: max(len(vehicles) - keep, 0)].tolist()
+        )
         kept = 0
         for index, vehicle in enumerate(vehicles):
-            near = np.hypot(*(np.asarray(ts.vehicle.getPosition(vehicle)) - start_xy_sumo)) < SPAWN_CLEARANCE_M
+            near = (
+                np.hypot(*(np.asarray(ts.vehicle.getPosition(vehicle)) - start_xy_sumo))
+                < SPAWN_CLEARANCE_M
+            )
             if index in dropped or near:
                 ts.vehicle.remove(vehicle)
             else:
@@ -223,7 +267,10 @@ class SumoBackend:
         # Top up (e.g. after clearing the spawn area); SUMO inserts them where there is room.
         pending = set(ts.simulation.getPendingVehicles())
         missing = keep - kept - len(pending)
-        candidates = (vehicle_id(k) for k in range(len(vehicles) + len(pending) + 2 * traffic.vehicles[1] + 1))
+        candidates = (
+            vehicle_id(k)
+            for k in range(len(vehicles) + len(pending) + 2 * traffic.vehicles[1] + 1)
+        )
         for vehicle in candidates:
             if missing <= 0:
                 break
@@ -235,10 +282,19 @@ class SumoBackend:
             except ts.TraCIException:
                 pass  # the id still belongs to a vehicle SUMO has not released (e.g. teleporting)
         walkers = sorted(ts.person.getIDList())
-        self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
-        dropped = set(rng.permutation(len(walkers))[: max(len(walkers) - self._num_walkers, 0)].tolist())
+        self._num_walkers = int(
+            rng.integers(traffic.walkers[0], traffic.walkers[1] + 1)
+        )
+        dropped = set(
+            rng.permutation(len(walkers))[
+                : max(len(walkers) - self._num_walkers, 0)
+            ].tolist()
+        )
         for index, walker in enumerate(walkers):
-            near = np.hypot(*(np.asarray(ts.person.getPosition(walker)) - start_xy_sumo)) < WALKER_CLEARANCE_M
+            near = (
+                np.hypot(*(np.asarray(ts.person.getPosition(walker)) - start_xy_sumo))
+                < WALKER_CLEARANCE_M
+            )
             if index in dropped or near:
                 ts.person.removeStages(walker)
 
@@ -247,33 +303,71 @@ class SumoBackend:
         ts = self._libsumo
         route = self._route
         start_lane = route.lane_ids[0]
-        self._ego = VehicleState(float(route.xy[0, 0]), float(route.xy[0, 1]), float(route.yaw_deg[0]))
+        self._ego = VehicleState(
+            float(route.xy[0, 0]), float(route.xy[0, 1]), float(route.yaw_deg[0])
+        )
         self._ego_route_id = f"ego_route{self._resets}"
-        edges = [lane.rsplit("_", 1)[0] for lane in dict.fromkeys(route.lane_ids) if not lane.startswith(":")]
+        edges = [
+            lane.rsplit("_", 1)[0]
+            for lane in dict.fromkeys(route.lane_ids)
+            if not lane.startswith(":")
+        ]
         edges = list(dict.fromkeys(edges)) or [start_lane.rsplit("_", 1)[0]]
         ts.route.add(self._ego_route_id, edges)
         shape = self.planner.shape(start_lane)
-        front = self.planner._project(shape, self.frame.to_sumo_xy(route.xy[min(3, len(route.xy) - 1)]))
+        front = self.planner.project_onto(
+            shape, self.frame.to_sumo_xy(route.xy[min(3, len(route.xy) - 1)])
+        )
         lane_length = self.planner.lane_length(start_lane)
-        depart_pos = float(np.clip(front, min(self.vehicle.length_m, lane_length), lane_length))
-        lane_index = start_lane.rsplit("_", 1)[1] if not start_lane.startswith(":") else "best"
+        depart_pos = float(
+            np.clip(front, min(self.vehicle.length_m, lane_length), lane_length)
+        )
+        lane_index = (
+            start_lane.rsplit("_", 1)[1] if not start_lane.startswith(":") else "best"
+        )
         self._add_ego_vehicle(depart_lane=lane_index, depart_pos=f"{depart_pos:.2f}")
 
-    def _add_ego_vehicle(self, depart_lane: str = "best", depart_pos: str = "base") -> None:
+    def _add_ego_vehicle(
+        self, depart_lane: str = "best", depart_pos: str = "base"
+    ) -> None:
         """Insert the ego into SUMO and subscribe to what it sees (again after SUMO dropped it)."""
         ts = self._libsumo
-        ts.vehicle.add(EGO_ID, self._ego_route_id, typeID=EGO_TYPE, departLane=depart_lane, departPos=depart_pos, departSpeed="0")
+        ts.vehicle.add(
+            EGO_ID,
+            self._ego_route_id,
+            typeID=EGO_TYPE,
+            departLane=depart_lane,
+            departPos=depart_pos,
+            departSpeed="0",
+        )
         ts.vehicle.subscribe(EGO_ID, [ts.VAR_LANE_ID])
         radius = self.scenario.traffic.observe_radius_m
-        actor_vars = [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED, ts.VAR_LENGTH, ts.VAR_WIDTH]
-        ts.vehicle.subscribeContext(EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius, actor_vars)
-        ts.vehicle.subscribeContext(EGO_ID, ts.CMD_GET_PERSON_VARIABLE, radius, [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED])
+        actor_vars = [
+            ts.VAR_POSITION,
+            ts.VAR_ANGLE,
+            ts.VAR_SPEED,
+            ts.VAR_LENGTH,
+            ts.VAR_WIDTH,
+        ]
+        ts.vehicle.subscribeContext(
+            EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius, actor_vars
+        )
+        ts.vehicle.subscribeContext(
+            EGO_ID,
+            ts.CMD_GET_PERSON_VARIABLE,
+            radius,
+            [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED],
+        )
         self._place_ego()
 
     def _place_ego(self) -> None:
-        x, y, angle = self.frame.centre_to_front_sumo_scalar(self._ego.x_m, self._ego.y_m, self._ego.yaw_deg, self.vehicle.length_m / 2.0)
+        x, y, angle = self.frame.centre_to_front_sumo_scalar(
+            self._ego.x_m, self._ego.y_m, self._ego.yaw_deg, self.vehicle.length_m / 2.0
+        )
         try:
-            self._libsumo.vehicle.moveToXY(EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M)
+            self._libsumo.vehicle.moveToXY(
+                EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M
+            )
         except self._libsumo.TraCIException:
             pass  # the ego is off every lane: SUMO keeps its last pose, our model keeps the truth
 
@@ -298,9 +392,13 @@ class SumoBackend:
     def step(self, controls: Controls) -> WorldSnapshot:
         """Apply ``controls`` to the ego for one 0.1 s step and advance the traffic."""
         if self._route is None or not runtime.owns(self):
-            raise RuntimeError("step() before reset(), or another SumoBackend took over libsumo: call reset() first")
+            raise RuntimeError(
+                "step() before reset(), or another SumoBackend took over libsumo: call reset() first"
+            )
         self._controls = controls
-        self._ego = vehicle_dynamics.step_vehicle(self._ego, controls, STEP_S, self.vehicle)
+        self._ego = vehicle_dynamics.step_vehicle(
+            self._ego, controls, STEP_S, self.vehicle
+        )
         self._place_ego()
         self._libsumo.simulation.step()  # without traci's step-listener bookkeeping
         self._respawn(self._rng, self._num_walkers)
@@ -319,15 +417,20 @@ class SumoBackend:
         if time_s >= self._earliest_switch_s - 1e-6:
             # Fixed-time programs only change at their announced switch times: poll then.
             tls_ids = self._lights.tls_ids
-            phases = np.array([ts.trafficlight.getPhase(t) for t in tls_ids], dtype=np.int64)
-            switches = np.array([ts.trafficlight.getNextSwitch(t) for t in tls_ids], dtype=np.float64)
+            phases = np.array(
+                [ts.trafficlight.getPhase(t) for t in tls_ids], dtype=np.int64
+            )
+            switches = np.array(
+                [ts.trafficlight.getNextSwitch(t) for t in tls_ids], dtype=np.float64
+            )
             self._earliest_switch_s = float(switches.min()) if len(tls_ids) else np.inf
             self._lights.set_phases(phases, switches)
         collided = ()
         if ts.simulation.getCollidingVehiclesNumber():
             collided = tuple(
                 c.victim if c.collider == EGO_ID else c.collider
-                for c in ts.simulation.getCollisions() if EGO_ID in (c.collider, c.victim)
+                for c in ts.simulation.getCollisions()
+                if EGO_ID in (c.collider, c.victim)
             )
         ego = self._ego
         yaw = math.radians(ego.yaw_deg)
@@ -337,7 +440,9 @@ class SumoBackend:
             ego=EgoState(
                 xy=np.array([ego.x_m, ego.y_m]),
                 yaw_deg=ego.yaw_deg,
-                velocity_xy=np.array([ego.speed_mps * math.cos(yaw), ego.speed_mps * math.sin(yaw)]),
+                velocity_xy=np.array(
+                    [ego.speed_mps * math.cos(yaw), ego.speed_mps * math.sin(yaw)]
+                ),
                 half_extent=self._ego_half_extent.copy(),
                 throttle=self._controls.throttle,
                 steer=self._controls.steer,
@@ -355,7 +460,9 @@ class SumoBackend:
             ego_collided_with=collided,
         )
 
-    def _boxes(self, seen: dict, ids: tuple[str, ...], *, is_vehicle: bool) -> ActorBoxes:
+    def _boxes(
+        self, seen: dict, ids: tuple[str, ...], *, is_vehicle: bool
+    ) -> ActorBoxes:
         """Oriented boxes (CARLA frame) from context-subscription rows; one array build per kind."""
         if not ids:
             return _NO_ACTORS
@@ -363,11 +470,26 @@ class SumoBackend:
         position, angle, speed = ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED
         if is_vehicle:
             length, width = ts.VAR_LENGTH, ts.VAR_WIDTH
-            rows = [(r[position][0], r[position][1], r[angle], r[speed], r[length], r[width]) for r in map(seen.__getitem__, ids)]
+            rows = [
+                (
+                    r[position][0],
+                    r[position][1],
+                    r[angle],
+                    r[speed],
+                    r[length],
+                    r[width],
+                )
+                for r in map(seen.__getitem__, ids)
+            ]
         else:
-            rows = [(r[position][0], r[position][1], r[angle], r[speed], 0.0, WALKER_SIZE_M) for r in map(seen.__getitem__, ids)]
+            rows = [
+                (r[position][0], r[position][1], r[angle], r[speed], 0.0, WALKER_SIZE_M)
+                for r in map(seen.__getitem__, ids)
+            ]
         table = np.array(rows, dtype=np.float64)
-        yaw_deg = (table[:, 2] - 90.0 + 180.0) % 360.0 - 180.0  # SUMO angle -> CARLA yaw (frames.py)
+        yaw_deg = (
+            table[:, 2] - 90.0 + 180.0
+        ) % 360.0 - 180.0  # SUMO angle -> CARLA yaw (frames.py)
         yaw_rad = np.radians(yaw_deg)
         cos_sin = np.empty((len(ids), 2))
         np.cos(yaw_rad, out=cos_sin[:, 0])
@@ -379,4 +501,10 @@ class SumoBackend:
             centre -= cos_sin * half_extent[:, :1]  # SUMO positions are front bumpers
         else:
             half_extent[:] = WALKER_SIZE_M / 2.0
-        return ActorBoxes(ids=ids, xy=centre, yaw_deg=yaw_deg, half_extent=half_extent, velocity_xy=cos_sin * table[:, 3:4])
+        return ActorBoxes(
+            ids=ids,
+            xy=centre,
+            yaw_deg=yaw_deg,
+            half_extent=half_extent,
+            velocity_xy=cos_sin * table[:, 3:4],
+        )

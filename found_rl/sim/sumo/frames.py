@@ -58,7 +58,10 @@ class SumoFrame:
         return out
 
     def front_to_centre_carla(
-        self, front_xy_sumo: np.ndarray, angle_deg: np.ndarray, half_length_m: np.ndarray
+        self,
+        front_xy_sumo: np.ndarray,
+        angle_deg: np.ndarray,
+        half_length_m: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """SUMO front-bumper poses to CARLA box centres and yaws.
 
@@ -73,24 +76,40 @@ class SumoFrame:
         yaw = sumo_angle_to_carla_yaw(angle_deg)
         front = self.to_carla_xy(front_xy_sumo)
         yaw_rad = np.deg2rad(yaw)
-        centre = front - np.stack([np.cos(yaw_rad), np.sin(yaw_rad)], axis=-1) * np.asarray(half_length_m)[..., None]
+        centre = (
+            front
+            - np.stack([np.cos(yaw_rad), np.sin(yaw_rad)], axis=-1)
+            * np.asarray(half_length_m)[..., None]
+        )
         return centre, yaw
 
-    def centre_to_front_sumo(self, centre_xy_carla: np.ndarray, yaw_deg: float, half_length_m: float) -> tuple[float, float, float]:
+    def centre_to_front_sumo(
+        self, centre_xy_carla: np.ndarray, yaw_deg: float, half_length_m: float
+    ) -> tuple[float, float, float]:
         """A CARLA box centre and yaw to SUMO's front-bumper ``(x, y, angle_deg)``."""
         yaw_rad = np.deg2rad(yaw_deg)
-        front = np.asarray(centre_xy_carla, dtype=np.float64) + half_length_m * np.array([np.cos(yaw_rad), np.sin(yaw_rad)])
+        front = np.asarray(
+            centre_xy_carla, dtype=np.float64
+        ) + half_length_m * np.array([np.cos(yaw_rad), np.sin(yaw_rad)])
         x, y = self.to_sumo_xy(front)
         return float(x), float(y), float(carla_yaw_to_sumo_angle(float(yaw_deg)))
 
-    def centre_to_front_sumo_scalar(self, x_m: float, y_m: float, yaw_deg: float, half_length_m: float) -> tuple[float, float, float]:
+    def centre_to_front_sumo_scalar(
+        self, x_m: float, y_m: float, yaw_deg: float, half_length_m: float
+    ) -> tuple[float, float, float]:
         """Scalar :meth:`centre_to_front_sumo` without numpy (called every step for the ego)."""
         yaw_rad = math.radians(yaw_deg)
         front_x = x_m + half_length_m * math.cos(yaw_rad)
         front_y = y_m + half_length_m * math.sin(yaw_rad)
-        return front_x + self.net_offset[0], -front_y + self.net_offset[1], (yaw_deg + 90.0) % 360.0
+        return (
+            front_x + self.net_offset[0],
+            -front_y + self.net_offset[1],
+            (yaw_deg + 90.0) % 360.0,
+        )
 
-    def velocity_to_carla(self, speed_mps: np.ndarray, yaw_deg: np.ndarray) -> np.ndarray:
+    def velocity_to_carla(
+        self, speed_mps: np.ndarray, yaw_deg: np.ndarray
+    ) -> np.ndarray:
         """``(N, 2)`` CARLA world velocities of actors moving along their CARLA yaw."""
         yaw_rad = np.deg2rad(np.asarray(yaw_deg, dtype=np.float64))
         speed = np.asarray(speed_mps, dtype=np.float64)

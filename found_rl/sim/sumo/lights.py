@@ -9,6 +9,7 @@ straight while only the left-turn arrow changes) is a table lookup per phase cha
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,9 @@ def stop_line_segment(lane_shape: np.ndarray, width_m: float) -> np.ndarray:
     return np.stack([end + normal, end - normal])
 
 
-def link_state_tables(states: list[str], durations_s: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def link_state_tables(
+    states: list[str], durations_s: list[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per phase and link: state code, seconds the state lasts after the phase ends, run length.
 
     Args:
@@ -44,7 +47,10 @@ def link_state_tables(states: list[str], durations_s: list[float]) -> tuple[np.n
         ``p`` ends) and ``run_s (P, L)`` (total duration of the contiguous run containing ``p``;
         ``inf`` for a state that never changes).
     """
-    codes = np.array([[int(_STATE_OF_CHAR.get(c, LightState.NONE)) for c in s] for s in states], dtype=np.int8)
+    codes = np.array(
+        [[int(_STATE_OF_CHAR.get(c, LightState.NONE)) for c in s] for s in states],
+        dtype=np.int8,
+    )
     durations = np.asarray(durations_s, dtype=np.float64)
     num_phases, num_links = codes.shape
     after = np.zeros((num_phases, num_links))
@@ -85,9 +91,11 @@ class TrafficLightTable:
         programs: ``tls_id -> (phase state strings, phase durations)`` of the running programs.
     """
 
-    def __init__(self, net, frame: SumoFrame, programs: dict[str, tuple[list[str], list[float]]]) -> None:
+    def __init__(
+        self, net, frame: SumoFrame, programs: dict[str, tuple[list[str], list[float]]]
+    ) -> None:
         self._lights: list[_Light] = []
-        ids, lanes, segments, light_index, links = [], [], [], [], []
+        ids, lanes, segments, light_index = [], [], [], []
         self._links_of_lane: dict[str, dict[str, int]] = {}
         self._default_link: list[int] = []
         for tls in net.getTrafficLights():
@@ -100,24 +108,32 @@ class TrafficLightTable:
             by_lane: dict[str, list] = {}
             for in_lane, out_lane, link_index in tls.getConnections():
                 if in_lane.allows("passenger") and out_lane.allows("passenger"):
-                    by_lane.setdefault(in_lane.getID(), []).append((in_lane, out_lane, link_index))
+                    by_lane.setdefault(in_lane.getID(), []).append(
+                        (in_lane, out_lane, link_index)
+                    )
             for lane_id, entries in sorted(by_lane.items()):
                 in_lane = entries[0][0]
                 shape = np.asarray(in_lane.getShape(), dtype=np.float64)
                 straight = [e[2] for e in entries if _direction(e[0], e[1]) == "s"]
                 ids.append(tls_id)
                 lanes.append(lane_id)
-                segments.append(frame.to_carla_xy(stop_line_segment(shape, in_lane.getWidth())))
+                segments.append(
+                    frame.to_carla_xy(stop_line_segment(shape, in_lane.getWidth()))
+                )
                 light_index.append(len(self._lights) - 1)
                 self._default_link.append(straight[0] if straight else entries[0][2])
-                self._links_of_lane[lane_id] = {out.getID(): link for _, out, link in entries}
+                self._links_of_lane[lane_id] = {
+                    out.getID(): link for _, out, link in entries
+                }
         self.tls_ids = tuple(light.tls_id for light in self._lights)
         self._ids = tuple(ids)
         self._lanes = tuple(lanes)
         self._segments = np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2)
         self._light_index = np.asarray(light_index, dtype=np.int64)
         self._links = np.asarray(self._default_link, dtype=np.int64)
-        self._rows_of_light = [np.flatnonzero(self._light_index == i) for i in range(len(self._lights))]
+        self._rows_of_light = [
+            np.flatnonzero(self._light_index == i) for i in range(len(self._lights))
+        ]
         self._phase = np.full(len(self._lights), -1)
         self._next_switch = np.full(len(self._lights), np.nan)
         self._states = np.zeros(len(ids), np.int8)
@@ -134,7 +150,7 @@ class TrafficLightTable:
         next_normal: dict[str, str] = {}
         sequence = list(dict.fromkeys(lane_ids))
         normal = [lane for lane in sequence if not lane.startswith(":")]
-        for a, b in zip(normal[:-1], normal[1:]):
+        for a, b in itertools.pairwise(normal):
             next_normal[a] = b
         for lane, following in next_normal.items():
             if lane in position and following in self._links_of_lane[lane]:
@@ -148,10 +164,16 @@ class TrafficLightTable:
         Arrays handed out by :meth:`stop_lines` are never modified afterwards (a change
         builds new ones), so snapshots may share them.
         """
-        changed = np.flatnonzero((phases != self._phase) | (next_switch_s != self._next_switch))
+        changed = np.flatnonzero(
+            (phases != self._phase) | (next_switch_s != self._next_switch)
+        )
         if not len(changed):
             return
-        states, switch_abs, run = self._states.copy(), self._switch_abs.copy(), self._run.copy()
+        states, switch_abs, run = (
+            self._states.copy(),
+            self._switch_abs.copy(),
+            self._run.copy(),
+        )
         for light in changed:
             light_data = self._lights[light]
             rows = self._rows_of_light[light]
@@ -197,11 +219,17 @@ def stop_sign_lines(net, frame: SumoFrame) -> StopLines:
                     ids.append(node.getID())
                     lanes.append(lane.getID())
                     shape = np.asarray(lane.getShape(), dtype=np.float64)
-                    segments.append(frame.to_carla_xy(stop_line_segment(shape, lane.getWidth())))
+                    segments.append(
+                        frame.to_carla_xy(stop_line_segment(shape, lane.getWidth()))
+                    )
     if not ids:
         return StopLines.empty()
     count = len(ids)
     return StopLines(
-        tuple(ids), tuple(lanes), np.asarray(segments), np.full(count, int(LightState.RED), np.int8),
-        np.full(count, np.inf), np.full(count, np.inf),
+        tuple(ids),
+        tuple(lanes),
+        np.asarray(segments),
+        np.full(count, int(LightState.RED), np.int8),
+        np.full(count, np.inf),
+        np.full(count, np.inf),
     )

@@ -23,8 +23,14 @@ from found_rl.sim.sumo.backend import SumoBackend
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario")
-    parser.add_argument("--vehicles", type=int, help="fixed background vehicle count (default: the scenario's)")
-    parser.add_argument("--walkers", type=int, help="fixed walker count (default: the scenario's)")
+    parser.add_argument(
+        "--vehicles",
+        type=int,
+        help="fixed background vehicle count (default: the scenario's)",
+    )
+    parser.add_argument(
+        "--walkers", type=int, help="fixed walker count (default: the scenario's)"
+    )
     parser.add_argument("--resets", type=int, default=20)
     parser.add_argument("--steps", type=int, default=2000)
     args = parser.parse_args()
@@ -32,7 +38,9 @@ def main() -> None:
     scenario = load_scenario(args.scenario)
     traffic = scenario.traffic
     if args.vehicles is not None:
-        traffic = traffic.model_copy(update={"vehicles": (args.vehicles, args.vehicles)})
+        traffic = traffic.model_copy(
+            update={"vehicles": (args.vehicles, args.vehicles)}
+        )
     if args.walkers is not None:
         traffic = traffic.model_copy(update={"walkers": (args.walkers, args.walkers)})
     scenario = scenario.model_copy(update={"traffic": traffic})
@@ -66,7 +74,9 @@ def main() -> None:
     seen = []
     wall_s = cpu_s = 0.0
     for step in range(args.steps):
-        if step and step % 500 == 0:  # a fresh episode now and then; resets are timed above
+        if (
+            step and step % 500 == 0
+        ):  # a fresh episode now and then; resets are timed above
             snapshot = backend.reset(seed=1000 + step)
         acc = 0.5 if snapshot.ego.speed_mps < 6.0 else 0.0
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -80,11 +90,17 @@ def main() -> None:
 
     print(f"scenario          {args.scenario}")
     print(f"build + warm-up   {built_s:.2f} s, first reset {first_reset_s:.2f} s")
-    print(f"reset             wall median {np.median(reset_ms):.1f} ms (p95 {np.percentile(reset_ms, 95):.1f}); "
-          f"CPU median {np.median(reset_cpu_ms):.1f} ms (p95 {np.percentile(reset_cpu_ms, 95):.1f})")
-    print(f"step              wall {step_ms:.3f} ms ({1e3 / step_ms:.0f} steps/s); CPU {step_cpu_ms:.3f} ms "
-          f"({1e3 / step_cpu_ms:.0f} steps/s), of which SUMO {sumo_cpu_s / args.steps * 1e3:.3f} ms")
-    print(f"vehicles seen     mean {np.mean(seen):.1f} within {scenario.traffic.observe_radius_m:.0f} m of the ego")
+    print(
+        f"reset             wall median {np.median(reset_ms):.1f} ms (p95 {np.percentile(reset_ms, 95):.1f}); "
+        f"CPU median {np.median(reset_cpu_ms):.1f} ms (p95 {np.percentile(reset_cpu_ms, 95):.1f})"
+    )
+    print(
+        f"step              wall {step_ms:.3f} ms ({1e3 / step_ms:.0f} steps/s); CPU {step_cpu_ms:.3f} ms "
+        f"({1e3 / step_cpu_ms:.0f} steps/s), of which SUMO {sumo_cpu_s / args.steps * 1e3:.3f} ms"
+    )
+    print(
+        f"vehicles seen     mean {np.mean(seen):.1f} within {scenario.traffic.observe_radius_m:.0f} m of the ego"
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ VEHICLE_PREFIX = "veh"
 WALKER_PREFIX = "walker"
 
 # (type id, length m, width m, share) — sedans, compacts and vans.
-BACKGROUND_TYPES = (("bg_sedan", 4.6, 1.9, 0.6), ("bg_compact", 3.9, 1.7, 0.25), ("bg_van", 5.3, 2.1, 0.15))
+BACKGROUND_TYPES = (
+    ("bg_sedan", 4.6, 1.9, 0.6),
+    ("bg_compact", 3.9, 1.7, 0.25),
+    ("bg_van", 5.3, 2.1, 0.15),
+)
 WALKER_SIZE_M = 0.5
 
 
@@ -59,13 +63,26 @@ class TripPool:
     walker_plans: list[tuple[str, float, list]]
 
     @staticmethod
-    def draw(libsumo, net, rng: np.random.Generator, num_vehicle_routes: int = 40, num_walker_plans: int = 60) -> TripPool:
+    def draw(
+        libsumo,
+        net,
+        rng: np.random.Generator,
+        num_vehicle_routes: int = 40,
+        num_walker_plans: int = 60,
+    ) -> TripPool:
         drive_edges = sorted(
-            e.getID() for e in net.getEdges() if e.getFunction() == "" and any(l.allows("passenger") for l in e.getLanes())
+            e.getID()
+            for e in net.getEdges()
+            if e.getFunction() == ""
+            and any(l.allows("passenger") for l in e.getLanes())
         )
         walk_edges = sorted(
-            e.getID() for e in net.getEdges() if e.getFunction() == "" and any(
-                l.allows("pedestrian") and not l.allows("passenger") for l in e.getLanes()
+            e.getID()
+            for e in net.getEdges()
+            if e.getFunction() == ""
+            and any(
+                l.allows("pedestrian") and not l.allows("passenger")
+                for l in e.getLanes()
             )
         )
         routes, first_lengths = [], []
@@ -73,7 +90,9 @@ class TripPool:
             if len(routes) >= num_vehicle_routes or len(drive_edges) < 2:
                 break
             start, end = rng.choice(len(drive_edges), size=2, replace=False)
-            found = libsumo.simulation.findRoute(drive_edges[start], drive_edges[end], vType="bg_sedan")
+            found = libsumo.simulation.findRoute(
+                drive_edges[start], drive_edges[end], vType="bg_sedan"
+            )
             if len(found.edges) >= 2:
                 route_id = f"bg_route{len(routes)}"
                 libsumo.route.add(route_id, list(found.edges))
@@ -84,29 +103,44 @@ class TripPool:
             if len(plans) >= num_walker_plans or len(walk_edges) < 2:
                 break
             start, end = rng.choice(len(walk_edges), size=2, replace=False)
-            stages = libsumo.simulation.findIntermodalRoute(walk_edges[start], walk_edges[end], modes="")
+            stages = libsumo.simulation.findIntermodalRoute(
+                walk_edges[start], walk_edges[end], modes=""
+            )
             if stages:
                 length = net.getEdge(walk_edges[start]).getLength()
-                plans.append((walk_edges[start], float(rng.uniform(0.0, length)), list(stages)))
+                plans.append(
+                    (walk_edges[start], float(rng.uniform(0.0, length)), list(stages))
+                )
         if not routes:
-            raise ValueError("the network has no drivable route between two edges for background traffic")
+            raise ValueError(
+                "the network has no drivable route between two edges for background traffic"
+            )
         return TripPool(routes, first_lengths, plans)
 
     def add_vehicle(self, libsumo, vehicle: str, rng: np.random.Generator) -> None:
         """Insert a vehicle on a pooled route, at a seeded position along its first edge."""
         shares = np.array([t[3] for t in BACKGROUND_TYPES])
-        type_id = BACKGROUND_TYPES[int(rng.choice(len(shares), p=shares / shares.sum()))][0]
+        type_id = BACKGROUND_TYPES[
+            int(rng.choice(len(shares), p=shares / shares.sum()))
+        ][0]
         index = int(rng.integers(len(self.vehicle_routes)))
         depart_pos = float(rng.uniform(0.0, self.first_edge_length_m[index]))
         libsumo.vehicle.add(
-            vehicle, self.vehicle_routes[index], typeID=type_id, departLane="best", departPos=f"{depart_pos:.2f}", departSpeed="avg"
+            vehicle,
+            self.vehicle_routes[index],
+            typeID=type_id,
+            departLane="best",
+            departPos=f"{depart_pos:.2f}",
+            departSpeed="avg",
         )
         libsumo.vehicle.setSpeedFactor(vehicle, float(rng.uniform(0.85, 1.15)))
 
     def add_walker(self, libsumo, walker: str, rng: np.random.Generator) -> bool:
         if not self.walker_plans:
             return False
-        edge, position, stages = self.walker_plans[int(rng.integers(len(self.walker_plans)))]
+        edge, position, stages = self.walker_plans[
+            int(rng.integers(len(self.walker_plans)))
+        ]
         libsumo.person.add(walker, edge, position)
         for stage in stages:
             libsumo.person.appendStage(walker, stage)

@@ -37,9 +37,14 @@ def test_server_benchmark_runs_end_to_end_and_reports_integrity(capsys):
         "levels",
     ):
         assert key in report
-    assert report["lost"] == 0 and report["duplicated"] == 0 and report["mismatched"] == 0
+    assert (
+        report["lost"] == 0 and report["duplicated"] == 0 and report["mismatched"] == 0
+    )
     assert report["loss_requests"] == 400
-    assert math.isfinite(report["batching_speedup_64"]) and report["batching_speedup_64"] > 0
+    assert (
+        math.isfinite(report["batching_speedup_64"])
+        and report["batching_speedup_64"] > 0
+    )
     assert {(r["batching"], r["clients"]) for r in report["levels"]} == {
         ("on", 1),
         ("on", 64),

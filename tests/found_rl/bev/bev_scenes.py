@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from found_rl.sim.snapshot import (
     ActorBoxes,
     EgoState,
@@ -91,7 +92,7 @@ def snapshot(
     route: Route | None = None,
 ) -> WorldSnapshot:
     return WorldSnapshot(
-        step=int(round(time_s * 10)),
+        step=round(time_s * 10),
         time_s=time_s,
         ego=EgoState(
             xy=np.asarray(ego_xy, dtype=np.float64),

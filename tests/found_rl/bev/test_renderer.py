@@ -233,7 +233,10 @@ def test_rgb_colours():
 
 
 def test_rgb_tints_older_frames_towards_white():
-    snaps = [snapshot(vehicles=boxes([(10.0 + 4 * t, LANE_Y)], half_extent=(0.5, 0.5)), time_s=t) for t in np.round(np.arange(16) * 0.1, 1)]
+    snaps = [
+        snapshot(vehicles=boxes([(10.0 + 4 * t, LANE_Y)], half_extent=(0.5, 0.5)), time_s=t)
+        for t in np.round(np.arange(16) * 0.1, 1)
+    ]
     renderer = render(*snaps)
     rgb = renderer.render_rgb()
     # The -1.5 s frame (vehicle at x = 10) is tinted by 3 * 0.2 = 0.6 towards white.
@@ -315,3 +318,10 @@ def test_union_of_many_random_boxes_equals_boxes_drawn_one_at_a_time():
         single = render(snapshot(vehicles=boxes(xy[k : k + 1], yaw[k : k + 1]))).last_masks[NOW_VEHICLES]
         one_by_one |= single
     assert np.array_equal(together, one_by_one)
+
+
+def test_time_going_backwards_starts_a_new_history():
+    renderer = render(*[snapshot(vehicles=boxes([(10.0, LANE_Y)]), time_s=t) for t in (0.0, 0.1, 0.2, 0.3)])
+    renderer.render(snapshot(vehicles=boxes([(0.0, LANE_Y + 10.0)]), time_s=0.0))  # next episode, no reset()
+    for channel in CONFIG.vehicle_channels:
+        assert abs(centroid_rc(renderer.last_masks[channel])[1] - 146) <= 1

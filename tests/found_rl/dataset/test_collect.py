@@ -12,7 +12,7 @@ from found_rl.dataset import clip_caption, iter_samples, read_manifest
 from found_rl.dataset.collect import NoiseConfig, NoiseInjector
 
 ROOT = Path(__file__).resolve().parents[3]
-ONE_ROUTE = ROOT / "tests" / "found_rl" / "evaluation" / "data" / "quickstart_one_route.xml"
+TINY_TOWN = ROOT / "tests" / "found_rl" / "evaluation" / "data" / "tiny_town.yaml"
 
 
 def run_expert(argv: list[str]) -> int:
@@ -24,8 +24,7 @@ def run_expert(argv: list[str]) -> int:
 
 def test_collect_round_trip_with_noise(tmp_path):
     out = tmp_path / "data"
-    argv = ["collect", "--scenario", str(ROOT / "scenarios" / "quickstart.yaml"), "--routes", str(ONE_ROUTE),
-            "--steps", "40", "--noise", "0.2", "--samples-per-shard", "16", "--out", str(out), "--no-progress"]
+    argv = ["collect", "--scenario", str(TINY_TOWN), "--steps", "40", "--noise", "0.2", "--samples-per-shard", "16", "--out", str(out), "--no-progress"]
     assert run_expert(argv) == 0
     manifest = read_manifest(out)
     assert manifest["num_samples"] == 40

@@ -21,6 +21,12 @@ def one_route() -> Path:
 
 
 @pytest.fixture
+def tiny_town() -> Path:
+    """The quickstart map with little traffic, a 5 s warm-up and the one-route file."""
+    return Path(__file__).parent / "data" / "tiny_town.yaml"
+
+
+@pytest.fixture
 def run_command():
     """``run_command(module, argv)``: parse ``argv`` with ``module.configure`` and run it."""
 

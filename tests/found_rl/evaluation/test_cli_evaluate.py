@@ -10,8 +10,8 @@ MODULE = "found_rl.cli.evaluate"
 
 
 @pytest.fixture
-def eval_args(quickstart, one_route):
-    return ["--scenario", str(quickstart), "--routes", str(one_route), "--no-progress"]
+def eval_args(tiny_town):
+    return ["--scenario", str(tiny_town), "--no-progress"]
 
 
 def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tmp_path, eval_args, run_command):
@@ -69,11 +69,11 @@ def test_corrupt_or_foreign_out_file_is_refused_and_kept(tmp_path, eval_args, ru
     assert out.read_text() == content
 
 
-def test_route_file_without_routes_is_named(tmp_path, quickstart, run_command):
+def test_route_file_without_routes_is_named(tmp_path, tiny_town, run_command):
     empty = tmp_path / "empty.xml"
     empty.write_text("<routes></routes>")
     with pytest.raises(ValueError, match="empty.xml: no <route>"):
-        run_command(MODULE, ["--scenario", str(quickstart), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+        run_command(MODULE, ["--scenario", str(tiny_town), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
 
 
 def test_random_route_scenario_needs_a_route_file(tmp_path, quickstart, run_command):

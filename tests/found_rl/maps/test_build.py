@@ -11,7 +11,9 @@ GRID = {"type": "grid", "junctions": 2, "block_length_m": 60}
 
 
 def map_config(tmp_path=None, **map_fields):
-    return parse_scenario({"map": map_fields, "routes": {"random_length_m": 50}}, base_dir=tmp_path).map
+    return parse_scenario(
+        {"map": map_fields, "routes": {"random_length_m": 50}}, base_dir=tmp_path
+    ).map
 
 
 def test_generated_network_is_cached_by_content(tmp_path, monkeypatch):
@@ -33,22 +35,35 @@ def test_generated_network_is_cached_by_content(tmp_path, monkeypatch):
         ({"type": "random", "iterations": 10, "seed": 3}, None, None),
     ],
 )
-def test_generated_networks_have_what_the_spec_asks_for(spec, has_lights, has_crossings):
+def test_generated_networks_have_what_the_spec_asks_for(
+    spec, has_lights, has_crossings
+):
     net = read_network(build_network(map_config(generate=spec)))
-    assert any(lane.allows("passenger") for edge in net.getEdges() for lane in edge.getLanes())
+    assert any(
+        lane.allows("passenger") for edge in net.getEdges() for lane in edge.getLanes()
+    )
     if has_lights is not None:
         assert bool(net.getTrafficLights()) == has_lights
-        assert any(edge.getFunction() == "crossing" for edge in net.getEdges()) == has_crossings
+        assert (
+            any(edge.getFunction() == "crossing" for edge in net.getEdges())
+            == has_crossings
+        )
 
 
-def test_concurrent_builders_agree_and_leave_no_temporary_folders(tmp_path, monkeypatch):
+def test_concurrent_builders_agree_and_leave_no_temporary_folders(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("FOUND_RL_CACHE", str(tmp_path / "cache"))
     config = map_config(generate={**GRID, "block_length_m": 75})
     with ThreadPoolExecutor(4) as pool:
         paths = list(pool.map(lambda _: build_network(config), range(4)))
     assert len(set(paths)) == 1
     read_network(paths[0])  # complete, parseable XML
-    leftovers = [p.name for p in (tmp_path / "cache" / "networks").iterdir() if p.name.startswith(".")]
+    leftovers = [
+        p.name
+        for p in (tmp_path / "cache" / "networks").iterdir()
+        if p.name.startswith(".")
+    ]
     assert leftovers == []
 
 
@@ -72,6 +87,37 @@ def test_unreadable_network_is_a_value_error(tmp_path):
 
 
 def test_a_carla_town_cannot_be_built_for_sumo():
-    config = parse_scenario({"backend": "carla", "map": {"town": "Town01"}, "routes": {"random_length_m": 50}}).map
+    config = parse_scenario(
+        {
+            "backend": "carla",
+            "map": {"town": "Town01"},
+            "routes": {"random_length_m": 50},
+        }
+    ).map
     with pytest.raises(ValueError, match="CARLA town"):
         build_network(config)
+
+
+def test_opendrive_file_is_compiled_with_netconvert(tmp_path):
+    import subprocess
+
+    import sumolib
+
+    generated = build_network(map_config(generate=GRID))
+    xodr = tmp_path / "town.xodr"
+    subprocess.run(
+        [
+            sumolib.checkBinary("netconvert"),
+            f"--sumo-net-file={generated}",
+            f"--opendrive-output={xodr}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    compiled = build_network(map_config(tmp_path, file="town.xodr"))
+    assert compiled.name == "network.net.xml" and compiled != generated
+    net = read_network(compiled)
+    assert any(
+        lane.allows("passenger") for edge in net.getEdges() for lane in edge.getLanes()
+    )
+    assert build_network(map_config(tmp_path, file="town.xodr")) == compiled

@@ -36,7 +36,9 @@ def test_current_layout(tmp_path):
     routes = parse_routes(tmp_path / "r.xml")
     assert [r.route_id for r in routes] == ["7", "8"]
     assert routes[0].town == "Town01"
-    np.testing.assert_allclose(routes[0].waypoints_xy, [[338.7, 226.8], [321.9, 194.8], [119.7, 129.1]])
+    np.testing.assert_allclose(
+        routes[0].waypoints_xy, [[338.7, 226.8], [321.9, 194.8], [119.7, 129.1]]
+    )
 
 
 def test_legacy_waypoint_layout(tmp_path):
@@ -46,7 +48,10 @@ def test_legacy_waypoint_layout(tmp_path):
 
 
 def test_write_then_read_round_trips(tmp_path):
-    specs = [RouteSpec("a", "town", np.array([[0.0, 1.25], [10.5, -3.0]])), RouteSpec("b", "", np.array([[1.0, 1.0], [2.0, 2.0]]))]
+    specs = [
+        RouteSpec("a", "town", np.array([[0.0, 1.25], [10.5, -3.0]])),
+        RouteSpec("b", "", np.array([[1.0, 1.0], [2.0, 2.0]])),
+    ]
     write_routes(tmp_path / "out" / "routes.xml", specs)
     back = parse_routes(tmp_path / "out" / "routes.xml")
     assert [(r.route_id, r.town) for r in back] == [("a", "town"), ("b", "")]
@@ -57,19 +62,29 @@ def test_write_then_read_round_trips(tmp_path):
     ("text", "expected"),
     [
         ("<routes></routes>", "no <route> elements found"),
-        ('<routes><route id="3"><waypoints><position x="1" y="2"/></waypoints></route></routes>', "route '3': needs at least 2 waypoints, got 1"),
-        ('<routes><route id="3"><waypoint x="a" y="2"/><waypoint x="1" y="2"/></route></routes>', "route '3' waypoint 0: attribute 'x' must be a number, got 'a'"),
+        (
+            '<routes><route id="3"><waypoints><position x="1" y="2"/></waypoints></route></routes>',
+            "route '3': needs at least 2 waypoints, got 1",
+        ),
+        (
+            '<routes><route id="3"><waypoint x="a" y="2"/><waypoint x="1" y="2"/></route></routes>',
+            "route '3' waypoint 0: attribute 'x' must be a number, got 'a'",
+        ),
         ("<routes><route", "malformed route XML"),
         (
-            '<routes><route id="1"><waypoint x="1" y="2"/><waypoint x="1" y="3"/></route>'
-            '<route id="1"><waypoint x="1" y="2"/><waypoint x="1" y="3"/></route></routes>',
+            (
+                '<routes><route id="1"><waypoint x="1" y="2"/><waypoint x="1" y="3"/></route>'
+                '<route id="1"><waypoint x="1" y="2"/><waypoint x="1" y="3"/></route></routes>'
+            ),
             "route ids must be unique",
         ),
     ],
 )
 def test_bad_route_files(tmp_path, text, expected):
     (tmp_path / "r.xml").write_text(text)
-    with pytest.raises(ValueError, match="r.xml: .*" + expected.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        ValueError, match="r.xml: .*" + expected.replace("(", r"\(").replace(")", r"\)")
+    ):
         parse_routes(tmp_path / "r.xml")
 
 

@@ -13,7 +13,13 @@ from found_rl.sim.sumo.frames import SumoFrame
 
 def planner_for(lanes: int) -> RoutePlanner:
     spec = {"type": "grid", "junctions": 3, "block_length_m": 70, "lanes": lanes}
-    net = read_network(build_network(parse_scenario({"map": {"generate": spec}, "routes": {"random_length_m": 50}}).map))
+    net = read_network(
+        build_network(
+            parse_scenario(
+                {"map": {"generate": spec}, "routes": {"random_length_m": 50}}
+            ).map
+        )
+    )
     return RoutePlanner(net, SumoFrame(tuple(net.getLocationOffset())))
 
 
@@ -29,25 +35,42 @@ def two_lanes() -> RoutePlanner:
 
 def lane_middle(planner: RoutePlanner, lane_id: str) -> np.ndarray:
     shape = planner.shape(lane_id)
-    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))])
+    s = np.concatenate(
+        [[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))]
+    )
     mid = s[-1] / 2
-    return planner.frame.to_carla_xy(np.array([np.interp(mid, s, shape[:, 0]), np.interp(mid, s, shape[:, 1])]))
+    return planner.frame.to_carla_xy(
+        np.array([np.interp(mid, s, shape[:, 0]), np.interp(mid, s, shape[:, 1])])
+    )
 
 
 def signalised_connection(planner: RoutePlanner, direction: str):
     for lane in planner.drivable_lanes:
         for connection in planner.drivable_connections(lane):
-            if connection.getDirection() == direction and len(connection.getJunction().getNeighboringNodes()) == 4:
-                if connection.getTLSID():
-                    return connection
+            four_way = len(connection.getJunction().getNeighboringNodes()) == 4
+            if (
+                connection.getDirection() == direction
+                and four_way
+                and connection.getTLSID()
+            ):
+                return connection
     raise LookupError(direction)
 
 
-@pytest.mark.parametrize(("direction", "command"), [("l", RoadOption.LEFT), ("r", RoadOption.RIGHT), ("s", RoadOption.STRAIGHT)])
+@pytest.mark.parametrize(
+    ("direction", "command"),
+    [("l", RoadOption.LEFT), ("r", RoadOption.RIGHT), ("s", RoadOption.STRAIGHT)],
+)
 def test_junction_turns_get_their_command(one_lane, direction, command):
     connection = signalised_connection(one_lane, direction)
     start, end = connection.getFromLane().getID(), connection.getToLane().getID()
-    route = one_lane.plan(RouteSpec("turn", "", np.stack([lane_middle(one_lane, start), lane_middle(one_lane, end)])))
+    route = one_lane.plan(
+        RouteSpec(
+            "turn",
+            "",
+            np.stack([lane_middle(one_lane, start), lane_middle(one_lane, end)]),
+        )
+    )
     in_junction = np.array([lane.startswith(":") for lane in route.lane_ids])
     assert in_junction.any()
     assert set(route.commands[in_junction].tolist()) == {int(command)}
@@ -63,8 +86,15 @@ def test_dense_route_is_evenly_spaced_and_starts_at_the_first_waypoint(one_lane)
     route = one_lane.random_route(rng, 300.0, "random-1")
     steps = np.linalg.norm(np.diff(route.xy, axis=0), axis=1)
     assert route.length_m == pytest.approx(300.0, abs=0.5)
-    assert np.all(steps <= 1.0 + 1e-6) and np.median(steps) == pytest.approx(1.0, abs=0.05)
-    assert len(route.xy) == len(route.yaw_deg) == len(route.commands) == len(route.lane_ids)
+    assert np.all(steps <= 1.0 + 1e-6) and np.median(steps) == pytest.approx(
+        1.0, abs=0.05
+    )
+    assert (
+        len(route.xy)
+        == len(route.yaw_deg)
+        == len(route.commands)
+        == len(route.lane_ids)
+    )
     # Yaw agrees with the direction of travel.
     direction = np.degrees(np.arctan2(np.diff(route.xy[:, 1]), np.diff(route.xy[:, 0])))
     difference = (direction - route.yaw_deg[:-1] + 180.0) % 360.0 - 180.0
@@ -84,24 +114,39 @@ def test_sparse_waypoints_plan_back_into_the_same_drive(one_lane):
 def test_turning_left_from_the_right_lane_changes_lane_first(two_lanes):
     connection = signalised_connection(two_lanes, "l")
     from_edge = connection.getFromLane().getEdge()
-    right_lane = [lane for lane in from_edge.getLanes() if lane.allows("passenger")][0]
+    right_lane = next(lane for lane in from_edge.getLanes() if lane.allows("passenger"))
     assert right_lane is not connection.getFromLane()
-    spec = RouteSpec("lc", "", np.stack([lane_middle(two_lanes, right_lane.getID()), lane_middle(two_lanes, connection.getToLane().getID())]))
+    spec = RouteSpec(
+        "lc",
+        "",
+        np.stack(
+            [
+                lane_middle(two_lanes, right_lane.getID()),
+                lane_middle(two_lanes, connection.getToLane().getID()),
+            ]
+        ),
+    )
     route = two_lanes.plan(spec)
     commands = route.commands.tolist()
     assert int(RoadOption.CHANGELANELEFT) in commands
-    assert commands.index(int(RoadOption.CHANGELANELEFT)) < commands.index(int(RoadOption.LEFT))
+    assert commands.index(int(RoadOption.CHANGELANELEFT)) < commands.index(
+        int(RoadOption.LEFT)
+    )
 
 
 def test_off_network_waypoint_names_route_and_index(one_lane):
     good = lane_middle(one_lane, one_lane.drivable_lanes[0].getID())
     spec = RouteSpec("r42", "", np.stack([good, good + [5000.0, 0.0], good]))
-    with pytest.raises(ValueError, match=r"route 'r42': waypoint 1 at \(.*\) is off the network"):
+    with pytest.raises(
+        ValueError, match=r"route 'r42': waypoint 1 at \(.*\) is off the network"
+    ):
         one_lane.plan(spec)
 
 
 def test_generated_routes_turn_both_ways_at_lights(one_lane):
-    routes = generate_routes(one_lane, np.random.default_rng(0), count=6, length_m=300.0)
+    routes = generate_routes(
+        one_lane, np.random.default_rng(0), count=6, length_m=300.0
+    )
     assert [r.route_id for r in routes] == [str(i) for i in range(6)]
     turns = set()
     for spec in routes:
@@ -112,9 +157,25 @@ def test_generated_routes_turn_both_ways_at_lights(one_lane):
 
 
 def test_generation_needs_signalised_junctions():
-    spec = {"type": "grid", "junctions": 2, "block_length_m": 60, "traffic_lights": False}
-    net = read_network(build_network(parse_scenario({"map": {"generate": spec}, "routes": {"random_length_m": 50}}).map))
+    spec = {
+        "type": "grid",
+        "junctions": 2,
+        "block_length_m": 60,
+        "traffic_lights": False,
+    }
+    net = read_network(
+        build_network(
+            parse_scenario(
+                {"map": {"generate": spec}, "routes": {"random_length_m": 50}}
+            ).map
+        )
+    )
     planner = RoutePlanner(net, SumoFrame(tuple(net.getLocationOffset())))
-    assert signalised_turns(planner, planner.random_spans(np.random.default_rng(0), 200.0)) == set()
+    assert (
+        signalised_turns(planner, planner.random_spans(np.random.default_rng(0), 200.0))
+        == set()
+    )
     with pytest.raises(ValueError, match="signalised junctions"):
-        generate_routes(planner, np.random.default_rng(0), count=2, length_m=150.0, max_tries=30)
+        generate_routes(
+            planner, np.random.default_rng(0), count=2, length_m=150.0, max_tries=30
+        )

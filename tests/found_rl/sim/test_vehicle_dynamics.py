@@ -10,7 +10,9 @@ from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState, step_vehi
 PARAMS = VehicleParams()
 
 
-def drive(controls: Controls, steps: int, state: VehicleState | None = None) -> VehicleState:
+def drive(
+    controls: Controls, steps: int, state: VehicleState | None = None
+) -> VehicleState:
     state = state or VehicleState(0.0, 0.0, 0.0)
     for _ in range(steps):
         state = step_vehicle(state, controls, 0.1, PARAMS)
@@ -28,7 +30,9 @@ def test_full_throttle_from_rest_accelerates_at_the_limit():
 def test_full_brake_stops_without_reversing():
     moving = VehicleState(0.0, 0.0, 0.0, speed_mps=10.0)
     after = step_vehicle(moving, Controls(0.0, 0.0, 1.0), 0.1, PARAMS)
-    assert after.speed_mps == pytest.approx(10.0 - 0.1 * (PARAMS.max_brake_mps2 + PARAMS.drag_mps2))
+    assert after.speed_mps == pytest.approx(
+        10.0 - 0.1 * (PARAMS.max_brake_mps2 + PARAMS.drag_mps2)
+    )
     stopped = drive(Controls(0.0, 0.0, 1.0), 30, moving)
     assert stopped.speed_mps == 0.0
     assert stopped.x_m < 10.0**2 / (2 * PARAMS.max_brake_mps2) + 1.0
@@ -39,13 +43,17 @@ def test_speed_never_exceeds_top_speed():
 
 
 def test_positive_steer_turns_right_in_the_carla_frame():
-    state = drive(Controls(0.5, 1.0, 0.0), 20, VehicleState(0.0, 0.0, 0.0, speed_mps=5.0))
+    state = drive(
+        Controls(0.5, 1.0, 0.0), 20, VehicleState(0.0, 0.0, 0.0, speed_mps=5.0)
+    )
     # Heading east, turning right means towards +y (south) with growing yaw.
     assert state.yaw_deg > 0.0 and state.y_m > 0.0
 
 
 def test_wheel_angle_follows_steer_at_a_limited_rate():
-    state = step_vehicle(VehicleState(0.0, 0.0, 0.0, speed_mps=5.0), Controls(0.0, 1.0, 0.0), 0.1, PARAMS)
+    state = step_vehicle(
+        VehicleState(0.0, 0.0, 0.0, speed_mps=5.0), Controls(0.0, 1.0, 0.0), 0.1, PARAMS
+    )
     assert state.wheel_angle_deg == pytest.approx(PARAMS.max_steer_rate_dps * 0.1)
     full = drive(Controls(0.0, -1.0, 0.0), 20, state)
     assert full.wheel_angle_deg == pytest.approx(-PARAMS.max_steer_deg)
@@ -60,5 +68,9 @@ def test_steady_turn_follows_the_bicycle_radius():
         state = step_vehicle(state, Controls(0.0, 1.0, 0.0), 0.1, params)
     tan = math.tan(math.radians(wheel))
     beta = math.atan(params.rear_axle_to_centre_m * tan / params.wheelbase_m)
-    expected_yaw_rate = 5.0 * math.cos(beta) * tan / params.wheelbase_m  # rad/s, 1 s of driving
-    assert math.radians(state.yaw_deg - start_yaw) == pytest.approx(expected_yaw_rate, rel=1e-6)
+    expected_yaw_rate = (
+        5.0 * math.cos(beta) * tan / params.wheelbase_m
+    )  # rad/s, 1 s of driving
+    assert math.radians(state.yaw_deg - start_yaw) == pytest.approx(
+        expected_yaw_rate, rel=1e-6
+    )

@@ -10,7 +10,14 @@ import yaml
 
 TINY_TOWN = {
     "description": "2x2 test town",
-    "map": {"generate": {"type": "grid", "junctions": 2, "block_length_m": 70, "attach_length_m": 40}},
+    "map": {
+        "generate": {
+            "type": "grid",
+            "junctions": 2,
+            "block_length_m": 70,
+            "attach_length_m": 40,
+        }
+    },
     "routes": {"random_length_m": 120},
     "traffic": {"vehicles": [6, 10], "walkers": [4, 6], "warmup_s": 10},
     "episode": {"max_steps": 200},

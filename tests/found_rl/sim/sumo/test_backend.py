@@ -27,7 +27,11 @@ def rollout(backend, seed: int, steps: int, route_index=None) -> list[WorldSnaps
     snapshots = [backend.reset(seed=seed, route_index=route_index)]
     for k in range(steps):
         steer = 0.1 * np.sin(k / 7.0)
-        snapshots.append(backend.step(Controls(0.6 if snapshots[-1].ego.speed_mps < 6 else 0.0, steer, 0.0)))
+        snapshots.append(
+            backend.step(
+                Controls(0.6 if snapshots[-1].ego.speed_mps < 6 else 0.0, steer, 0.0)
+            )
+        )
     return snapshots
 
 
@@ -56,7 +60,9 @@ def test_reset_puts_a_standing_ego_at_the_route_start(backend):
     np.testing.assert_allclose(snapshot.ego.xy, route.xy[0])
     assert snapshot.ego.yaw_deg == pytest.approx(route.yaw_deg[0])
     assert snapshot.ego.speed_mps == 0.0
-    assert route.route_id == "random-3" and route.length_m == pytest.approx(120.0, abs=0.5)
+    assert route.route_id == "random-3" and route.length_m == pytest.approx(
+        120.0, abs=0.5
+    )
     assert snapshot.map is backend.map
     assert snapshot.ego.lane_id == route.lane_ids[0]
     assert set(route.commands.tolist()) <= {int(c) for c in RoadOption}
@@ -67,19 +73,28 @@ def test_throttle_moves_the_ego_along_its_heading(backend):
     snapshot = start
     for _ in range(30):
         snapshot = backend.step(CRUISE)
-    heading = np.array([np.cos(np.radians(start.ego.yaw_deg)), np.sin(np.radians(start.ego.yaw_deg))])
+    heading = np.array(
+        [np.cos(np.radians(start.ego.yaw_deg)), np.sin(np.radians(start.ego.yaw_deg))]
+    )
     travelled = snapshot.ego.xy - start.ego.xy
     assert snapshot.step == 30 and snapshot.time_s == pytest.approx(3.0)
     assert 2.0 < snapshot.ego.speed_mps < 5.0
     assert travelled @ heading > 3.0
     assert snapshot.ego.throttle == 0.5 and snapshot.ego.gear == 1
-    np.testing.assert_allclose(snapshot.ego.velocity_xy, snapshot.ego.speed_mps * heading, atol=0.3)
+    np.testing.assert_allclose(
+        snapshot.ego.velocity_xy, snapshot.ego.speed_mps * heading, atol=0.3
+    )
 
 
 def test_actors_stay_on_roads_and_walkways(backend):
-    road = shapely.union_all([shapely.Polygon(p).buffer(0.3) for p in backend.map.road_polygons])
+    road = shapely.union_all(
+        [shapely.Polygon(p).buffer(0.3) for p in backend.map.road_polygons]
+    )
     walkable = shapely.union_all(
-        [shapely.Polygon(p).buffer(0.5) for p in backend.map.sidewalk_polygons + backend.map.crossing_polygons]
+        [
+            shapely.Polygon(p).buffer(0.5)
+            for p in backend.map.sidewalk_polygons + backend.map.crossing_polygons
+        ]
     )
     snapshots = rollout(backend, seed=1, steps=60)
     seen_vehicles = seen_walkers = 0
@@ -91,7 +106,9 @@ def test_actors_stay_on_roads_and_walkways(backend):
         seen_vehicles += len(snapshot.vehicles)
         seen_walkers += len(snapshot.walkers)
         assert all(i.startswith("veh") for i in snapshot.vehicles.ids)
-        assert (snapshot.vehicles.half_extent[:, 0] >= snapshot.vehicles.half_extent[:, 1]).all()
+        assert (
+            snapshot.vehicles.half_extent[:, 0] >= snapshot.vehicles.half_extent[:, 1]
+        ).all()
     assert seen_vehicles > 0 and seen_walkers > 0
 
 
@@ -99,13 +116,21 @@ def test_traffic_light_stop_lines_carry_consistent_timing(backend):
     snapshots = rollout(backend, seed=2, steps=40)
     lights = snapshots[-1].traffic_lights
     assert len(lights) > 0
-    assert set(lights.states.tolist()) <= {int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)}
+    assert set(lights.states.tolist()) <= {
+        int(LightState.RED),
+        int(LightState.YELLOW),
+        int(LightState.GREEN),
+    }
     assert (lights.remaining_s <= lights.phase_s + 1e-6).all()
     assert lights.segments.shape == (len(lights), 2, 2)
     # Remaining time counts down by one step between snapshots unless the state changed.
     before, after = snapshots[-2].traffic_lights, lights
     same = before.states == after.states
-    np.testing.assert_allclose((before.remaining_s - after.remaining_s)[same & np.isfinite(after.remaining_s)], 0.1, atol=1e-6)
+    np.testing.assert_allclose(
+        (before.remaining_s - after.remaining_s)[same & np.isfinite(after.remaining_s)],
+        0.1,
+        atol=1e-6,
+    )
     for lane in lights.lane_ids:
         assert lane in backend.map.lanes
 
@@ -143,7 +168,12 @@ def test_same_seeds_give_identical_rollouts_in_fresh_processes(write_scenario):
     """A training run is a process: the same scenario and reset seeds replay exactly."""
     scenario = write_scenario()
     digests = [
-        subprocess.run([sys.executable, "-c", ROLLOUT_SCRIPT, str(scenario)], capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", ROLLOUT_SCRIPT, str(scenario)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for _ in range(2)
     ]
     assert digests[0] == digests[1] and len(digests[0].strip()) == 64
@@ -165,9 +195,16 @@ def test_background_traffic_queues_behind_a_standing_ego(write_scenario):
     busy = write_scenario({"traffic": {"vehicles": 25, "walkers": 0, "warmup_s": 10}})
     backend = make_backend(load_scenario(busy))
     try:
-        snapshot = backend.reset(seed=2)  # a seed whose start lane sees traffic within 30 s
+        snapshot = backend.reset(
+            seed=2
+        )  # a seed whose start lane sees traffic within 30 s
         ego_lane = snapshot.ego.lane_id
-        heading = np.array([np.cos(np.radians(snapshot.ego.yaw_deg)), np.sin(np.radians(snapshot.ego.yaw_deg))])
+        heading = np.array(
+            [
+                np.cos(np.radians(snapshot.ego.yaw_deg)),
+                np.sin(np.radians(snapshot.ego.yaw_deg)),
+            ]
+        )
         queued = False
         for _ in range(300):
             snapshot = backend.step(Controls(0.0, 0.0, 1.0))
@@ -176,9 +213,16 @@ def test_background_traffic_queues_behind_a_standing_ego(write_scenario):
             across = np.abs(offsets @ np.array([-heading[1], heading[0]]))
             same_lane = across < 1.0
             # Nobody drives through the ego ...
-            assert not np.any(same_lane & (np.abs(along) < 4.0)), "a vehicle drove into the standing ego"
+            assert not np.any(same_lane & (np.abs(along) < 4.0)), (
+                "a vehicle drove into the standing ego"
+            )
             # ... and followers stop behind it.
-            behind = same_lane & (along < -4.0) & (along > -12.0) & (snapshot.vehicles.speed_mps < 0.1)
+            behind = (
+                same_lane
+                & (along < -4.0)
+                & (along > -12.0)
+                & (snapshot.vehicles.speed_mps < 0.1)
+            )
             queued |= bool(behind.any())
         assert snapshot.ego.lane_id == ego_lane
         assert queued, "no vehicle queued behind the ego in 30 s"
@@ -203,13 +247,22 @@ def test_route_file_routes_are_selected_by_index(tmp_path, write_scenario, backe
     planner = backend.planner
     rng = np.random.default_rng(0)
     routes = [planner.random_route(rng, 100.0, str(i)) for i in range(3)]
-    write_routes(tmp_path / "routes.xml", [RouteSpec(str(i), "", r.xy[::20]) for i, r in enumerate(routes)])
-    with_routes = make_backend(load_scenario(write_scenario({"routes": {"file": str(tmp_path / "routes.xml")}})))
+    write_routes(
+        tmp_path / "routes.xml",
+        [RouteSpec(str(i), "", r.xy[::20]) for i, r in enumerate(routes)],
+    )
+    with_routes = make_backend(
+        load_scenario(
+            write_scenario({"routes": {"file": str(tmp_path / "routes.xml")}})
+        )
+    )
     try:
         assert with_routes.num_routes == 3
         snapshot = with_routes.reset(seed=0, route_index=2)
         assert snapshot.route.route_id == "2"
-        assert list(dict.fromkeys(snapshot.route.lane_ids)) == list(dict.fromkeys(routes[2].lane_ids))
+        assert list(dict.fromkeys(snapshot.route.lane_ids)) == list(
+            dict.fromkeys(routes[2].lane_ids)
+        )
         assert with_routes.reset(seed=5).route.route_id in {"0", "1", "2"}
         with pytest.raises(ValueError, match=r"route_index must be in \[0, 2\], got 3"):
             with_routes.reset(seed=0, route_index=3)
@@ -219,13 +272,21 @@ def test_route_file_routes_are_selected_by_index(tmp_path, write_scenario, backe
         backend.reset(seed=0, route_index=0)
 
 
-def test_off_network_route_waypoint_is_named_at_construction(tmp_path, write_scenario, backend):
+def test_off_network_route_waypoint_is_named_at_construction(
+    tmp_path, write_scenario, backend
+):
     route = backend.planner.random_route(np.random.default_rng(0), 80.0, "x")
     points = route.xy[::20].copy()
     points[1] += [0.0, 900.0]
     write_routes(tmp_path / "bad.xml", [RouteSpec("far", "", points)])
-    with pytest.raises(ValueError, match=r"bad\.xml: route 'far': waypoint 1 .* off the network"):
-        make_backend(load_scenario(write_scenario({"routes": {"file": str(tmp_path / "bad.xml")}})))
+    with pytest.raises(
+        ValueError, match=r"bad\.xml: route 'far': waypoint 1 .* off the network"
+    ):
+        make_backend(
+            load_scenario(
+                write_scenario({"routes": {"file": str(tmp_path / "bad.xml")}})
+            )
+        )
 
 
 def test_ego_driving_off_the_road_keeps_stepping(backend):
@@ -236,6 +297,12 @@ def test_ego_driving_off_the_road_keeps_stepping(backend):
 
 
 def test_carla_backend_gives_install_advice():
-    scenario = parse_scenario({"backend": "carla", "map": {"town": "Town01"}, "routes": {"random_length_m": 100}})
+    scenario = parse_scenario(
+        {
+            "backend": "carla",
+            "map": {"town": "Town01"},
+            "routes": {"random_length_m": 100},
+        }
+    )
     with pytest.raises(ValueError, match=r"install found-rl\[carla\]"):
         make_backend(scenario)

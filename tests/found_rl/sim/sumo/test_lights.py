@@ -31,3 +31,39 @@ def test_a_light_that_never_changes_has_infinite_times():
 def test_stop_line_spans_the_lane_end_perpendicular():
     segment = stop_line_segment(np.array([[0.0, 0.0], [0.0, 10.0]]), width_m=3.0)
     np.testing.assert_allclose(segment, [[-1.5, 10.0], [1.5, 10.0]])
+
+
+def test_all_way_stop_junctions_give_red_stop_lines(tmp_path):
+    import subprocess
+
+    import sumolib
+
+    from found_rl.maps import read_network
+    from found_rl.sim.sumo.frames import SumoFrame
+    from found_rl.sim.sumo.lights import stop_sign_lines
+
+    net_path = tmp_path / "stops.net.xml"
+    subprocess.run(
+        [
+            sumolib.checkBinary("netgenerate"),
+            "--grid",
+            "--grid.number=2",
+            "--grid.length=60",
+            "--grid.attach-length=30",
+            "--default.junctions.type=allway_stop",
+            f"--output-file={net_path}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    net = read_network(net_path)
+    frame = SumoFrame(tuple(net.getLocationOffset()))
+    signs = stop_sign_lines(net, frame)
+    stop_nodes = {n.getID() for n in net.getNodes() if n.getType() == "allway_stop"}
+    assert len(signs) > 0 and set(signs.ids) <= stop_nodes
+    assert (signs.states == RED).all() and np.isinf(signs.remaining_s).all()
+    for lane_id, segment in zip(signs.lane_ids, signs.segments, strict=True):
+        lane_end = np.asarray(net.getLane(lane_id).getShape()[-1])
+        np.testing.assert_allclose(
+            frame.to_sumo_xy(segment.mean(axis=0)), lane_end, atol=1e-6
+        )

@@ -18,23 +18,47 @@ def only_scenario_command(monkeypatch, tmp_path_factory):
 
 
 def test_check_accepts_the_shipped_scenarios(capsys):
-    files = [str(SCENARIOS / name) for name in ("quickstart.yaml", "town_grid.yaml", "town_spider.yaml")]
+    files = [
+        str(SCENARIOS / name)
+        for name in ("quickstart.yaml", "town_grid.yaml", "town_spider.yaml")
+    ]
     assert cli.main(["scenario", "check", "--schema-only", *files]) == 0
     assert capsys.readouterr().out.count(": ok") == 3
 
 
 def test_check_names_file_and_field(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("map: {generate: {type: grid}}\nroutes: {random_length_m: 100}\ntraffic: {vehicles: -3}\n")
+    bad.write_text(
+        "map: {generate: {type: grid}}\nroutes: {random_length_m: 100}\ntraffic: {vehicles: -3}\n"
+    )
     assert cli.main(["scenario", "check", str(bad)]) == 2
-    assert f"{bad}: traffic.vehicles: expected an int >= 0, got -3" in capsys.readouterr().err
+    assert (
+        f"{bad}: traffic.vehicles: expected an int >= 0, got -3"
+        in capsys.readouterr().err
+    )
 
 
 def test_generated_routes_check_show_and_off_network_waypoints(tmp_path, capsys):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(TINY)
     out = tmp_path / "routes.xml"
-    assert cli.main(["scenario", "routes", "--scenario", str(scenario), "--count", "3", "--length-m", "200", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "scenario",
+                "routes",
+                "--scenario",
+                str(scenario),
+                "--count",
+                "3",
+                "--length-m",
+                "200",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert len(parse_routes(out)) == 3
     assert cli.main(["scenario", "check", str(scenario)]) == 0
     assert cli.main(["scenario", "show", str(scenario)]) == 0

@@ -1,0 +1,38 @@
+"""The BEV micro-benchmark runs end to end (no timing assertions) and the map raster is cached."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from bev_scenes import straight_road_map
+
+from found_rl.bev.benchmark import main, synthetic_scene, time_render
+from found_rl.bev.static_map import static_raster
+
+
+def test_benchmark_prints_one_json_object(capsys):
+    assert main(["--json", "--seconds", "0.01"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert set(results) == {"empty", "town_50v_20w_20l", "dense_50v_20w_20l", "town_150v_40w_40l"}
+    assert all(case["render_ms_median"] > 0 for case in results.values())
+
+
+def test_time_render_reports_counts():
+    timing = time_render(num_vehicles=5, num_walkers=2, num_stop_lines=1, min_seconds=0.0)
+    assert timing.renders >= 80 and timing.vehicles == 5
+
+
+def test_synthetic_vehicles_do_not_overlap():
+    snapshot = synthetic_scene(np.random.default_rng(0), spread_m=60.0)[0]
+    xy = snapshot.vehicles.xy
+    distance = np.hypot(*(xy[:, None] - xy[None]).transpose(2, 0, 1))
+    np.fill_diagonal(distance, np.inf)
+    assert distance.min() >= 3.4  # lane slots: 6.5 m along a lane, 3.5 m across lanes
+
+
+def test_static_raster_is_built_once_per_map():
+    geometry = straight_road_map("test-cache")
+    first = static_raster(geometry, 5.0, 2, 32_000_000)
+    assert static_raster(geometry, 5.0, 2, 32_000_000) is first
+    assert static_raster(geometry, 2.5, 2, 32_000_000) is not first
