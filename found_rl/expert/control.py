@@ -9,7 +9,8 @@ which the car can still slow to ``u`` within ``d`` at a comfortable deceleration
 * curves: ``u = sqrt(a_lat / curvature)`` at each upcoming route point;
 * the leader: its speed at the IDM desired gap ``s0 + v T``;
 * red or yellow lights (yellow only when stopping comfortably is still possible), stop signs
-  not yet served, walkers in the path, and the end of the route: ``u = 0`` a margin before.
+  not yet served, walkers in the path, the entry of an unsignalised junction with crossing
+  traffic, and the end of the route: ``u = 0`` a margin before.
 
 The controller keeps no memory, so the advisor plug-in can run it on independent requests.
 """
@@ -132,6 +133,8 @@ def speed_constraints(
             constraints.append((observation.light_distance_m - config.stop_margin_m, 0.0))
     if observation.stop_sign_distance_m is not None:
         constraints.append((observation.stop_sign_distance_m - config.stop_margin_m, 0.0))
+    if observation.yield_distance_m is not None:
+        constraints.append((observation.yield_distance_m - config.stop_margin_m, 0.0))
     if observation.walker_distance_m is not None:
         constraints.append((observation.walker_distance_m - config.walker_margin_m, 0.0))
     if math.isfinite(observation.remaining_route_m):

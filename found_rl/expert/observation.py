@@ -37,6 +37,8 @@ class ExpertObservation:
         stop_sign_distance_m: distance along the route to a stop sign the ego has not yet
             stopped at, if any.
         walker_distance_m: distance along the route to the nearest walker in the ego's path.
+        yield_distance_m: distance to the entry of an unsignalised junction the ego must give
+            way at (crossing traffic), if any.
         remaining_route_m: route length still ahead of the ego.
     """
 
@@ -50,6 +52,7 @@ class ExpertObservation:
     light_remaining_ratio: float = -1.0
     stop_sign_distance_m: float | None = None
     walker_distance_m: float | None = None
+    yield_distance_m: float | None = None
     remaining_route_m: float = math.inf
 
     @property
@@ -111,6 +114,7 @@ class ExpertObservation:
             "light_distance_m",
             "stop_sign_distance_m",
             "walker_distance_m",
+            "yield_distance_m",
         ):
             kwargs[name] = None if data.get(name) is None else _number(data, name)
         remaining = data.get("remaining_route_m")

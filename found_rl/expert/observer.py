@@ -32,6 +32,9 @@ class ObserverConfig:
         walker_predict_s: walkers also count where they will be after this many seconds.
         crossing_horizons_s: prediction horizons for vehicles cutting into the path.
         crossing_margin_m: a predicted vehicle counts if at most ``v·t + margin`` ahead.
+        yield_horizon_m: how far ahead an unsignalised junction entry is looked for.
+        yield_radius_m: vehicles this close to that entry may claim it.
+        yield_min_speed_mps: vehicles slower than this are treated as waiting.
         index_window: waypoints searched around the last route index.
         stop_served_speed_mps: speed below which the ego counts as stopped at a stop sign.
         stop_served_distance_m: how close to the stop line that stop must happen.
@@ -47,6 +50,9 @@ class ObserverConfig:
     walker_predict_s: float = 1.0
     crossing_horizons_s: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     crossing_margin_m: float = 6.0
+    yield_horizon_m: float = 25.0
+    yield_radius_m: float = 20.0
+    yield_min_speed_mps: float = 0.5
     index_window: int = 40
     stop_served_speed_mps: float = 0.1
     stop_served_distance_m: float = 4.0
@@ -97,6 +103,7 @@ class ExpertObserver:
         self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy)))
         light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
         walker_distance_m = self._nearest_walker_m(snapshot, index)
+        yield_distance_m = self._unsignalised_junction_conflict_m(snapshot, index, arc_now, light)
         return ExpertObservation(
             speed_mps=ego.forward_speed_mps,
             command=int(route_command(route, index)),
@@ -108,6 +115,7 @@ class ExpertObserver:
             light_remaining_ratio=-1.0 if light is None else float(light.remaining_ratio),
             stop_sign_distance_m=self._unserved_stop_sign(snapshot, index),
             walker_distance_m=walker_distance_m,
+            yield_distance_m=yield_distance_m,
             remaining_route_m=max(float(self._arc_m[-1]) - arc_now, 0.0),
         )
 
@@ -130,6 +138,49 @@ class ExpertObserver:
         moved = snapshot.vehicles.xy[leader.index] - last_xy
         measured = float(moved[0] * math.cos(yaw) + moved[1] * math.sin(yaw)) / dt_s
         return min(reported, measured)
+
+    def _unsignalised_junction_conflict_m(
+        self, snapshot: WorldSnapshot, index: int, arc_now: float, light: hazards.LightHazard | None
+    ) -> float | None:
+        """Distance to the entry of the next junction without lights, if traffic is crossing it.
+
+        Other drivers do not yield to the ego (it is placed, not driven, in SUMO), so before an
+        unsignalised junction the expert gives way to any moving vehicle near the junction
+        that is not heading the ego's way. Once inside, it does not stop (it clears the box).
+        """
+        route, lanes = snapshot.route, snapshot.map.lanes
+        config = self.config
+
+        def is_junction(k: int) -> bool:
+            lane = lanes.get(route.lane_ids[k])
+            return lane.is_junction if lane is not None else route.lane_ids[k].startswith(":")
+
+        if is_junction(index):
+            return None
+        end = int(np.searchsorted(self._arc_m, arc_now + config.yield_horizon_m))
+        entry = next((k for k in range(index, min(end, len(route.xy))) if is_junction(k)), None)
+        if entry is None:
+            return None
+        distance_m = float(self._arc_m[entry] - arc_now) - float(snapshot.ego.half_extent[0])
+        if light is not None and light.distance_m <= distance_m + 3.0:
+            return None  # a light governs this junction
+        vehicles = snapshot.vehicles
+        if len(vehicles) == 0:
+            return None
+        entry_xy = route.xy[entry]
+        route_yaw = math.radians(float(route.yaw_deg[entry]))
+        to_entry = entry_xy - vehicles.xy
+        distance_to_entry = np.hypot(to_entry[:, 0], to_entry[:, 1])
+        speed = vehicles.speed_mps
+        approaching = np.einsum("ij,ij->i", vehicles.velocity_xy, to_entry) > 0.0
+        heading_gap = np.abs((np.radians(vehicles.yaw_deg) - route_yaw + np.pi) % (2 * np.pi) - np.pi)
+        conflict = (
+            (distance_to_entry < config.yield_radius_m)
+            & (speed > config.yield_min_speed_mps)
+            & approaching
+            & (heading_gap > math.radians(30.0))
+        )
+        return distance_m if bool(conflict.any()) else None
 
     def _crossing_vehicle_m(self, snapshot: WorldSnapshot, index: int) -> float | None:
         """Gap to the nearest vehicle that will cut into the path ahead, if any.

@@ -7,6 +7,7 @@ returns arrays; nothing keeps state except the per-map :class:`DrivableArea` cac
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import shapely
@@ -202,19 +203,73 @@ def crossed_stop_lines(
     """
     segments = stop_lines.segments
     if len(segments) == 0:
-        return np.zeros(0, dtype=np.int64)
-    offset = segments[:, 0, :] - front_now
-    near = np.flatnonzero(np.einsum("ij,ij->i", offset, offset) < STOP_LINE_REACH_M**2)
-    if len(near) == 0:
-        return np.zeros(0, dtype=np.int64)
-    hits = near[segments_cross(front_before, front_now, segments[near])]
-    motion = front_now - front_before
+        return _NO_INDICES
+    x0, y0 = front_before.tolist()
+    x1, y1 = front_now.tolist()
     forward = []
-    for i in hits:
+    for i in _stop_lines_near(segments, x1, y1):
+        (ax, ay), (bx, by) = segments[i].tolist()
+        if not _segment_crosses(x0, y0, x1, y1, ax, ay, bx, by):
+            continue
         direction = lane_direction(map_geometry, stop_lines.lane_ids[i])
-        if direction is None or float(motion @ direction) > 0.0:
+        if direction is None or (x1 - x0) * direction[0] + (y1 - y0) * direction[1] > 0.0:
             forward.append(int(i))
-    return np.asarray(forward, dtype=np.int64)
+    return np.asarray(forward, dtype=np.int64) if forward else _NO_INDICES
+
+
+def _segment_crosses(x0: float, y0: float, x1: float, y1: float, ax: float, ay: float, bx: float, by: float) -> bool:
+    """Scalar :func:`segments_cross` for one motion and one segment (same rules)."""
+    side_p0 = (bx - ax) * (y0 - ay) - (by - ay) * (x0 - ax)
+    side_p1 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+    side_a = (x1 - x0) * (ay - y0) - (y1 - y0) * (ax - x0)
+    side_b = (x1 - x0) * (by - y0) - (y1 - y0) * (bx - x0)
+    return side_p0 * side_p1 <= 0 and side_p0 != side_p1 and side_a * side_b <= 0
+
+
+class _StopLineGrid:
+    """Stop lines bucketed by their first end point in cells of ``STOP_LINE_REACH_M``.
+
+    Backends hand over the same static segments array every step; bucketing it once turns the
+    per-step search into a few dict lookups instead of array arithmetic.
+    """
+
+    def __init__(self, segments: np.ndarray) -> None:
+        self._buckets: dict[tuple[int, int], list[int]] = {}
+        for i, (x, y) in enumerate(segments[:, 0, :].tolist()):
+            key = (math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M))
+            self._buckets.setdefault(key, []).append(i)
+
+    def near(self, x: float, y: float) -> list[int]:
+        """Lines whose first end may lie within ``STOP_LINE_REACH_M`` of ``(x, y)`` (a superset)."""
+        cx, cy = math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M)
+        found: list[int] = []
+        for dx in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                found.extend(self._buckets.get((cx + dx, cy + dy), ()))
+        return found
+
+
+_GRID_CACHE: dict[int, tuple[weakref.ref, _StopLineGrid | None]] = {}
+
+
+def _stop_lines_near(segments: np.ndarray, x: float, y: float) -> list[int]:
+    """Indices of stop lines that may be within reach of ``(x, y)``.
+
+    An array seen for the second time gets a :class:`_StopLineGrid`; arrays built anew every
+    step keep to one vectorised distance test.
+    """
+    entry = _GRID_CACHE.get(id(segments))
+    if entry is not None and entry[0]() is segments:
+        grid = entry[1]
+        if grid is None:
+            grid = _StopLineGrid(segments)
+            _GRID_CACHE[id(segments)] = (entry[0], grid)
+        return grid.near(x, y)
+    if len(_GRID_CACHE) > 64:
+        _GRID_CACHE.clear()
+    _GRID_CACHE[id(segments)] = (weakref.ref(segments), None)
+    offset = segments[:, 0, :] - (x, y)
+    return np.flatnonzero(np.einsum("ij,ij->i", offset, offset) < STOP_LINE_REACH_M**2).tolist()
 
 
 def stop_zone_mask(

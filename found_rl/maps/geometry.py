@@ -19,7 +19,7 @@ from found_rl.maps.build import cache_root
 from found_rl.sim.snapshot import Lane, MapGeometry, Polyline
 from found_rl.sim.sumo.frames import SumoFrame
 
-GEOMETRY_VERSION = 1
+GEOMETRY_VERSION = 2
 VEHICLE_CLASS = "passenger"
 
 
@@ -91,11 +91,7 @@ def _junction_road_polygons(net) -> list[np.ndarray]:
             )
     polygons = []
     for node in net.getNodes():
-        has_internal_road = (
-            any(_drivable(c.getFromLane()) for c in node.getConnections())
-            if hasattr(node, "getConnections")
-            else True
-        )
+        has_internal_road = any(_drivable(c.getFromLane()) for c in node.getConnections())
         shape = node.getShape()
         if not has_internal_road or len(shape) < 3:
             continue

@@ -44,8 +44,14 @@ def acquire(owner: _Owner) -> bool:
     if _current() is owner:
         return False
     _close()
-    owner._start_simulation()
-    _owner, _running = weakref.ref(owner), True
+    # From here on libsumo may be running, even if the start fails halfway.
+    _running = True
+    try:
+        owner._start_simulation()
+    except BaseException:
+        _close()
+        raise
+    _owner = weakref.ref(owner)
     return True
 
 
