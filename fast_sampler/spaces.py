@@ -66,6 +66,7 @@ class ObsLayout:
         return arrays if self.is_dict else arrays[None]
 
     def _arrays(self, obs: Any) -> list[np.ndarray]:
+        """The observation's arrays in spec order; a dict missing a key raises KeyError."""
         if self.is_dict:
             if not isinstance(obs, Mapping):
                 keys = [spec.key for spec in self.specs]
@@ -79,20 +80,9 @@ class ObsLayout:
         for target, array in zip(targets, self._arrays(obs), strict=True):
             target[index] = array
 
-    def row(self, batch: Obs, index: int | tuple[int, ...]) -> Obs:
-        """A copy of ``batch[index]`` as one observation."""
-        if self.is_dict:
-            return {key: np.array(array[index]) for key, array in batch.items()}
-        return np.array(batch[index])
-
     def copy(self, batch: Obs) -> Obs:
+        """A deep copy of a batched observation."""
         return {key: array.copy() for key, array in batch.items()} if self.is_dict else batch.copy()
-
-    def stack(self, batches: list[Obs]) -> Obs:
-        """Stack batched observations along a new leading axis."""
-        if self.is_dict:
-            return {spec.key: np.stack([b[spec.key] for b in batches]) for spec in self.specs}
-        return np.stack(batches)
 
     def write(self, buffer: memoryview, obs: Any) -> None:
         """Serialise one observation into a flat byte buffer of at least ``nbytes``."""
@@ -108,8 +98,3 @@ class ObsLayout:
         }
         return arrays if self.is_dict else arrays[None]
 
-
-def batch_size_of(batch: Obs) -> int:
-    """Leading dimension of a batched observation."""
-    first = next(iter(batch.values())) if isinstance(batch, dict) else batch
-    return int(first.shape[0])

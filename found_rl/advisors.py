@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from vlm_server.backends.base import AdviseItem, AdviseResult
-
 from found_rl.expert.control import ExpertConfig, expert_action
 from found_rl.expert.observation import ExpertObservation
+from vlm_server.backends.base import AdviseItem, AdviseResult
 
 
 class ExpertAdvisor:

@@ -62,10 +62,10 @@ def _earliest_nearest(dist2: np.ndarray) -> int:
     equally near; the ego is on the earlier one. Segments within ``OVERLAP_TOLERANCE_M`` of
     the nearest form contiguous runs; the nearest segment of the first run wins.
     """
-    best = int(np.argmin(dist2))
-    limit = (math.sqrt(float(dist2[best])) + OVERLAP_TOLERANCE_M) ** 2
+    best = int(dist2.argmin())
+    limit = (math.sqrt(dist2[best].item()) + OVERLAP_TOLERANCE_M) ** 2
     near = dist2 <= limit
-    first = int(np.argmax(near))
+    first = int(near.argmax())
     if first == best:
         return best
     run_end = first
@@ -73,7 +73,7 @@ def _earliest_nearest(dist2: np.ndarray) -> int:
         run_end += 1
     if run_end >= best:
         return best
-    return first + int(np.argmin(dist2[first : run_end + 1]))
+    return first + int(dist2[first : run_end + 1].argmin())
 
 
 def wrap_angle_rad(angle_rad: float) -> float:
@@ -155,7 +155,9 @@ class RouteTracker:
     def _project(self, ego_xy: np.ndarray, ego_yaw_deg: float, lo: int, hi: int) -> RouteProgress:
         seg = self._segments
         rel = ego_xy - seg.start[lo:hi]
-        along = np.clip(np.einsum("ij,ij->i", rel, seg.direction[lo:hi]), 0.0, seg.length_m[lo:hi])
+        # Array methods and ufuncs rather than np.clip/np.argmin: their wrappers cost more than
+        # the arithmetic on these few dozen elements, and this runs every step.
+        along = np.minimum(np.maximum(np.einsum("ij,ij->i", rel, seg.direction[lo:hi]), 0.0), seg.length_m[lo:hi])
         offset = rel - along[:, None] * seg.direction[lo:hi]
         dist2 = np.einsum("ij,ij->i", offset, offset)
         best = _earliest_nearest(dist2)

@@ -193,6 +193,11 @@ class TrafficConfig(_Strict):
         le=3600,
         description="simulated seconds of traffic before the first episode",
     )
+    reset: Literal["fast", "exact"] = Field(
+        "fast",
+        description="fast: reload warm traffic in place (ms); exact: also rebuild SUMO's network state "
+        "so every episode replays exactly whatever ran before (tens of ms; for evaluation)",
+    )
     observe_radius_m: float = Field(
         50.0,
         gt=0,

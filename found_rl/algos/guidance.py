@@ -137,6 +137,9 @@ def clip_bonus_rewards(rewards: torch.Tensor, clip_bonus: torch.Tensor, has_clip
 
 
 def normalized_q_term(q1: torch.Tensor, min_q: torch.Tensor, alpha: float = 2.5) -> torch.Tensor:
-    """TD3+BC-style actor Q term −(α / mean|Q₁|) · mean min_k Q_k, for a DrQ-v2-style actor with AWAG (METHOD §2)."""
+    """TD3+BC-style actor Q term −(α / mean|Q₁|) · mean min_k Q_k.
+
+    Used by a DrQ-v2-style actor with AWAG (METHOD §2); the scale carries no gradient.
+    """
     scale = alpha / q1.abs().mean().detach().clamp(min=1e-6)
     return -scale * min_q.mean()

@@ -123,7 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
     eager = results["eager no_grad"]
     table = Table(
-        title=f"default driving policy, CPU inference ({report['torch_threads']} torch threads, load {report['load_average_1min']:.1f})"
+        title=(
+            f"default driving policy, CPU inference ({report['torch_threads']} torch threads, "
+            f"load {report['load_average_1min']:.1f})"
+        )
     )
     for column in ("variant", "FPS b1", "FPS b64", "b1 vs eager", "b64 vs eager"):
         table.add_column(column)

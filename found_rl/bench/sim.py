@@ -129,17 +129,21 @@ def measure_metadrive(steps: int) -> dict[str, Any]:
         from metadrive.envs.top_down_env import TopDownMetaDrive
     except ImportError:
         return {"skipped": "metadrive is not installed (pip install metadrive-simulator to compare)"}
-    env = TopDownMetaDrive({"num_scenarios": 10, "start_seed": 0, "traffic_density": 0.1})
+    # An optional comparison must not sink the benchmark: any MetaDrive failure becomes a note.
     try:
-        env.reset(seed=0)
-        start = time.perf_counter()
-        for _ in range(steps):
-            _, _, terminated, truncated, _ = env.step([0.0, 0.5])
-            if terminated or truncated:
-                env.reset()
-        return {"steps_per_s": steps / (time.perf_counter() - start)}
-    finally:
-        env.close()
+        env = TopDownMetaDrive({"num_scenarios": 10, "start_seed": 0, "traffic_density": 0.1})
+        try:
+            env.reset(seed=0)
+            start = time.perf_counter()
+            for _ in range(steps):
+                _, _, terminated, truncated, _ = env.step([0.0, 0.5])  # MetaDrive: (steer, throttle)
+                if terminated or truncated:
+                    env.reset()
+            return {"steps_per_s": steps / (time.perf_counter() - start)}
+        finally:
+            env.close()
+    except Exception as exc:  # noqa: BLE001
+        return {"skipped": f"metadrive failed: {type(exc).__name__}: {exc}"}
 
 
 def _percentile(values: list[float], q: float) -> float:

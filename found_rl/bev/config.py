@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -124,6 +125,13 @@ class BevConfig:
     def observation_shape(self) -> tuple[int, int, int]:
         """``(C, H, W)`` of what :meth:`BevRenderer.render` returns."""
         return (self.num_channels, self.pooled_size_px, self.pooled_size_px)
+
+    @property
+    def view_radius_m(self) -> float:
+        """Distance from the ego centre to the farthest image corner, metres."""
+        row, col = self.ego_pixel
+        corners = ((0, 0), (0, self.size_px), (self.size_px, 0), (self.size_px, self.size_px))
+        return max(math.hypot(r - row, c - col) for r, c in corners) / self.pixels_per_m
 
     @property
     def ego_pixel(self) -> tuple[int, int]:

@@ -34,8 +34,9 @@ class HistoryFrame:
         points_xy: ``(P, 1, 2)`` float64, as ``cv2.transform`` takes them: the corners of box
             ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers), then stop-line endpoints.
         num_vehicles, num_walkers: box counts ``V`` and ``W``.
-        centres_xy: ``(V + W, 2)`` box centres (for culling).
-        radii_m: ``(V + W,)`` half-diagonals of the drawn (inflated) boxes.
+        centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling).
+        cull_distance_m: ``(V + W,)`` centre distance from the ego beyond which a box cannot
+            touch the view (view radius plus the box's half-diagonal).
         refill: sorted indices of boxes to fill again one by one after the single fill of all
             boxes of their kind. OpenCV fills a multi-polygon call by the even-odd rule, which
             leaves the overlap of two boxes empty; refilling one box of each overlapping pair
@@ -49,8 +50,8 @@ class HistoryFrame:
     points_xy: np.ndarray
     num_vehicles: int
     num_walkers: int
-    centres_xy: np.ndarray
-    radii_m: np.ndarray
+    centres: np.ndarray
+    cull_distance_m: np.ndarray
     refill: np.ndarray
     line_groups: tuple[tuple[int, int, int], ...]
     stop_sign_lines: np.ndarray
@@ -89,8 +90,8 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
         points_xy=points.reshape(-1, 1, 2),
         num_vehicles=num_vehicles,
         num_walkers=num_walkers,
-        centres_xy=centres,
-        radii_m=radii,
+        centres=centres.view(np.complex128).ravel(),
+        cull_distance_m=radii + config.view_radius_m,
         refill=refill,
         line_groups=tuple(line_groups),
         stop_sign_lines=stop_sign_lines,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import cv2
 import numpy as np
 
@@ -42,15 +40,10 @@ class BevRenderer:
             cv2.setNumThreads(config.opencv_threads)
         size = config.size_px
         self._ego_pixel = config.ego_pixel
-        row, col = self._ego_pixel
-        corner_distance_px = max(math.hypot(r - row, c - col) for r in (0, size) for c in (0, size))
-        self._view_radius_m = corner_distance_px / config.pixels_per_m
         self._masks = np.zeros((config.num_channels, size, size), np.uint8)
         self._static_bits = np.zeros((size, size), np.uint8)
         self._pool = MaxPool(self._masks.shape, config.pool)
-        self._road_lut = _bits_lut({ROAD_BIT: 255})
-        # Broken over solid where both meet, as Roach overwrites the broken pixels last.
-        self._marking_lut = _bits_lut({SOLID_BIT: config.solid_marking_value, BROKEN_BIT: config.broken_marking_value})
+        self._flag = np.zeros((size, size), np.uint8)
         self._history = FrameHistory(config)
         self._raster: StaticRaster | None = None
         self._raster_map_id: str | None = None
@@ -112,7 +105,7 @@ class BevRenderer:
 
         self._history.append(make_history_frame(snapshot, config))
         frames = self._history.select()
-        ego_xy = np.asarray(ego.xy, dtype=np.float64)[:2]
+        ego_xy = complex(float(ego.xy[0]), float(ego.xy[1]))
         fixed_point_affine = affine * FIXED_POINT_SCALE
         pixels_by_frame: dict[int, np.ndarray] = {}
         for slot, frame in enumerate(frames):
@@ -167,8 +160,9 @@ class BevRenderer:
             borderMode=cv2.BORDER_CONSTANT,
             borderValue=0,
         )
-        cv2.LUT(self._static_bits, self._road_lut, dst=self._masks[ROAD_CHANNEL])
-        cv2.LUT(self._static_bits, self._marking_lut, dst=self._masks[MARKING_CHANNEL])
+        split_static_bits(
+            self._static_bits, self._masks[ROAD_CHANNEL], self._masks[MARKING_CHANNEL], self._flag, self.config
+        )
 
     def _draw_route(self, snapshot: WorldSnapshot, affine: np.ndarray, route_index: int | None) -> None:
         route = snapshot.route
@@ -184,7 +178,7 @@ class BevRenderer:
         waypoints = route.xy[start : route_index + self.config.route_waypoints]
         draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
 
-    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, ego_xy: np.ndarray) -> None:
+    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, ego_xy: complex) -> None:
         """Draw one history frame's boxes and stop lines into its channels."""
         config = self.config
         masks = self._masks
@@ -195,9 +189,7 @@ class BevRenderer:
             num_refill_vehicles = int(np.searchsorted(frame.refill, frame.num_vehicles))
             if num_boxes > _CULL_MIN_BOXES:
                 # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
-                delta = frame.centres_xy - ego_xy
-                reach = frame.radii_m + self._view_radius_m
-                is_visible = np.einsum("ij,ij->i", delta, delta) <= reach * reach
+                is_visible = np.abs(frame.centres - ego_xy) <= frame.cull_distance_m
                 vehicles = corners[: frame.num_vehicles][is_visible[: frame.num_vehicles]]
                 walkers = corners[frame.num_vehicles :][is_visible[frame.num_vehicles :]]
             else:
@@ -209,13 +201,22 @@ class BevRenderer:
             draw_segments(light_channel, pixels[start:stop].reshape(-1, 2, 2), config.stop_line_width_px, value)
 
 
-def _bits_lut(value_by_bit: dict[int, int]) -> np.ndarray:
-    """A 256-entry table giving each bit pattern the value of its highest listed bit."""
-    codes = np.arange(256)
-    table = np.zeros(256, np.uint8)
-    for bit in sorted(value_by_bit):
-        table[(codes & bit) != 0] = value_by_bit[bit]
-    return table
+def split_static_bits(
+    bits: np.ndarray, road: np.ndarray, markings: np.ndarray, scratch: np.ndarray, config: BevConfig
+) -> None:
+    """Turn cropped raster bits into the road and lane-marking channels, in place.
+
+    A few whole-image integer operations (OpenCV's ``LUT`` costs several times more here); the
+    raster never sets both marking bits on one pixel, so the two marking terms simply add.
+    """
+    np.bitwise_and(bits, ROAD_BIT, out=road)
+    np.multiply(road, 255, out=road)
+    np.right_shift(bits, SOLID_BIT.bit_length() - 1, out=markings)
+    np.bitwise_and(markings, 1, out=markings)
+    np.multiply(markings, config.solid_marking_value, out=markings)
+    np.right_shift(bits, BROKEN_BIT.bit_length() - 1, out=scratch)  # BROKEN_BIT is the top bit: 0 or 1
+    np.multiply(scratch, config.broken_marking_value, out=scratch)
+    np.add(markings, scratch, out=markings)
 
 
 def ego_corners_px(ego: EgoState, affine: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from found_rl.sim.snapshot import MapGeometry
 ROAD_BIT = 1
 SOLID_BIT = 2
 BROKEN_BIT = 4
+"""The highest bit in use; the renderer relies on ``bits >> 2`` being 0 or 1."""
 
 _SHIFT_BITS = 3
 """Fixed-point fraction bits passed to OpenCV so polygons keep sub-pixel precision."""
@@ -34,7 +35,8 @@ class StaticRaster:
     """A map's static layers as bit flags.
 
     Attributes:
-        bits: ``(H, W)`` uint8 of ``ROAD_BIT | SOLID_BIT | BROKEN_BIT`` flags; row = y (south).
+        bits: ``(H, W)`` uint8 of ``ROAD_BIT | SOLID_BIT | BROKEN_BIT`` flags (never both
+            marking bits); row = y (south).
         origin_xy: world ``(x, y)`` of pixel ``(0, 0)``'s centre, metres.
         pixels_per_m: raster resolution (lower than the BEV's on very large maps).
     """
@@ -113,6 +115,9 @@ def rasterize_map(
             plane[:] = 0
             cv2.polylines(plane, lines, False, 1, thickness, cv2.LINE_8, _SHIFT_BITS)
             bits |= plane * np.uint8(bit)
+    # Broken wins where both kinds meet (Roach paints the broken pixels last); keeping at most
+    # one marking bit per pixel lets the renderer decode the crop with plain arithmetic.
+    bits[(bits & BROKEN_BIT) != 0] &= np.uint8(~SOLID_BIT & 0xFF)
     return StaticRaster(bits=bits, origin_xy=origin, pixels_per_m=resolution)
 
 

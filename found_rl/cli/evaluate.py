@@ -14,17 +14,23 @@ from typing import Any
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
-    parser.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's route file)")
+    parser.add_argument(
+        "--routes", type=Path, help="leaderboard routes.xml (default: the scenario's route file)"
+    )
     parser.add_argument(
         "--agent", required=True, help="expert | checkpoint:PATH | advisor:URL (an advisor server's base URL)"
     )
     parser.add_argument("--repetitions", type=int, default=1, help="episodes per route, each freshly reset")
     parser.add_argument("--seed", type=int, default=0, help="base seed; each episode's seed derives from it")
-    parser.add_argument("--out", required=True, type=Path, help="results JSON (leaderboard layout); resumed if it exists")
+    parser.add_argument(
+        "--out", required=True, type=Path, help="results JSON (leaderboard layout); resumed if it exists"
+    )
     parser.add_argument("--video-dir", type=Path, help="write one annotated BEV video per route here")
     parser.add_argument("--video-format", choices=("gif", "mp4"), default="gif")
     parser.add_argument("--device", default="cpu", help="torch device for checkpoint agents")
-    parser.add_argument("--advisor-timeout", type=float, default=10.0, help="seconds to wait for an advisor answer")
+    parser.add_argument(
+        "--advisor-timeout", type=float, default=10.0, help="seconds to wait for an advisor answer"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(run=run)
 
@@ -66,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
     from found_rl.evaluation.report import print_summary
     from found_rl.evaluation.results import ResultsFile
     from found_rl.evaluation.runner import evaluate
-
     from found_rl.routes import parse_routes
 
     scenario = prepare_scenario(args.scenario, args.routes)

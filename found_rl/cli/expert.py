@@ -17,10 +17,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     collect = actions.add_parser("collect", help="write expert samples as webdataset shards")
     collect.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
-    collect.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)")
+    collect.add_argument(
+        "--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)"
+    )
     collect.add_argument("--steps", required=True, type=int, help="samples to write (one per env step)")
     collect.add_argument("--out", required=True, type=Path, help="output folder (must be empty or new)")
-    collect.add_argument("--noise", type=float, default=0.0, help="chance per step of a 1 s action perturbation")
+    collect.add_argument(
+        "--noise", type=float, default=0.0, help="chance per step of a 1 s action perturbation"
+    )
     collect.add_argument("--seed", type=int, default=0)
     collect.add_argument("--samples-per-shard", type=int, default=1000)
     collect.add_argument("--no-progress", action="store_true")

@@ -97,7 +97,9 @@ def collect(
     with tqdm(total=steps, unit="sample", disable=not show_progress, desc="collect") as bar:
         for _ in range(steps):
             if obs is None:
-                route_options = {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
+                route_options = (
+                    {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
+                )
                 obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
                 driver.reset()
                 injector.reset()

@@ -95,7 +95,12 @@ class ShardWriter:
         ValueError: if ``directory`` already holds files, or ``samples_per_shard < 1``.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], samples_per_shard: int = 1000, settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        samples_per_shard: int = 1000,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
         if samples_per_shard < 1:
             raise ValueError(f"samples_per_shard must be >= 1, got {samples_per_shard}")
         self.directory = Path(directory)
@@ -203,7 +208,9 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no dataset manifest here (is this the folder `expert collect --out` wrote?)")
+        raise FileNotFoundError(
+            f"{path}: no dataset manifest here (is this the folder `expert collect --out` wrote?)"
+        )
     manifest = json.loads(path.read_text())
     if manifest.get("format") != FORMAT_NAME:
         raise ValueError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT_NAME!r}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 
 from vlm_server.actions import action_to_controls
-from vlm_server.answers import build_prompt
 from vlm_server.anchors import (
     COMMAND_PHRASES,
     LAT_PHRASES,
@@ -24,6 +23,7 @@ from vlm_server.anchors import (
     command_index,
     speed_bin,
 )
+from vlm_server.answers import build_prompt
 
 IMAGE_TOKEN = "<image>\n"
 """Where the image goes in a LLaVA/InternVL-style conversation turn."""
@@ -55,7 +55,9 @@ def chat_answer(acc: float, steer: float) -> str:
     return json.dumps({"throttle": round(throttle, 2), "steer": round(steer, 2), "brake": round(brake, 2)})
 
 
-def chat_sample(speed_mps: float, target_ego: tuple[float, float], command: int, acc: float, steer: float) -> dict:
+def chat_sample(
+    speed_mps: float, target_ego: tuple[float, float], command: int, acc: float, steer: float
+) -> dict:
     """One conversation in the LLaVA/InternVL ``conversations`` layout."""
     return {
         "conversations": [

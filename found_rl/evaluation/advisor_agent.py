@@ -67,9 +67,8 @@ class AdvisorAgent:
         self._last_action = FALLBACK_ACTION
 
     def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
-        from vlm_server.client import AdvisorError, AdvisorUnavailable
-
         from found_rl.bev import BevRenderer
+        from vlm_server.client import AdvisorError, AdvisorUnavailable
 
         if self.renderer is None:
             self.renderer = BevRenderer(snapshot.map)

@@ -101,8 +101,12 @@ def evaluate(
                     continue
                 video = None
                 if video_dir is not None:
-                    video = VideoRecorder(video_dir / f"{index:04d}_route{route_index}_rep{repetition}.{video_format}")
-                outcome = run_episode(env, agent, route_index, episode_seed(seed, route_index, repetition), video)
+                    video = VideoRecorder(
+                        video_dir / f"{index:04d}_route{route_index}_rep{repetition}.{video_format}"
+                    )
+                outcome = run_episode(
+                    env, agent, route_index, episode_seed(seed, route_index, repetition), video
+                )
                 scores = route_scores(outcome.summary)
                 results.add(build_record(index, repetition, outcome.summary, scores, outcome.wall_s))
                 bar.set_postfix(DS=f"{scores.driving_score:.2f}", RC=f"{scores.route_completion:.2f}")

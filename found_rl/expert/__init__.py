@@ -34,10 +34,10 @@ class ExpertDriver:
     """
 
     def __init__(
-        self, config: ExpertConfig = ExpertConfig(), observer_config: ObserverConfig = ObserverConfig()
+        self, config: ExpertConfig | None = None, observer_config: ObserverConfig | None = None
     ) -> None:
-        self.config = config
-        self.observer = ExpertObserver(observer_config)
+        self.config = config or ExpertConfig()
+        self.observer = ExpertObserver(observer_config or ObserverConfig())
         self.last_observation: ExpertObservation | None = None
 
     def reset(self) -> None:

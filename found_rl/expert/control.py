@@ -1,7 +1,8 @@
 """The expert's pure controller: ExpertObservation -> (acc, steer).
 
-Lateral: the Stanley law at the front axle, with a short heading preview. Longitudinal: a desired speed, tracked by a proportional
-controller with a feed-forward term. The desired speed is the minimum of the cruise speed and
+Lateral: the Stanley law (on the box centre, which the route describes) with a short heading
+preview. Longitudinal: a desired speed, tracked by a proportional controller with a
+feed-forward term. The desired speed is the minimum of the cruise speed and
 of every *speed constraint ahead* ``(distance d, speed u)`` turned into the fastest speed from
 which the car can still slow to ``u`` within ``d`` at a comfortable deceleration b,
 ``sqrt(u² + 2 b d)``. Constraints come from
@@ -79,8 +80,10 @@ class ExpertConfig:
     hold_brake: float = 0.6
 
 
-def expert_action(observation: ExpertObservation, config: ExpertConfig = ExpertConfig()) -> tuple[float, float]:
+def expert_action(observation: ExpertObservation, config: ExpertConfig | None = None) -> tuple[float, float]:
     """The expert's ``(acc, steer)`` for one observation (ARCHITECTURE §3 convention)."""
+    config = config or ExpertConfig()
+    config = config or ExpertConfig()
     route = np.asarray(observation.route_ego, dtype=np.float64).reshape(-1, 2)
     steer = stanley_steer(route, observation.speed_mps, config)
     target = desired_speed(observation, route, config)
@@ -88,24 +91,25 @@ def expert_action(observation: ExpertObservation, config: ExpertConfig = ExpertC
 
 
 def stanley_steer(route_ego: np.ndarray, speed_mps: float, config: ExpertConfig) -> float:
-    """Steer in ``[-1, 1]`` (positive right) from the Stanley law at the front axle.
+    """Steer in ``[-1, 1]`` (positive right) from the Stanley law at ``steer_reference_m``.
 
-    The road-wheel angle is the route's heading a short preview ahead of the front axle
+    The road-wheel angle is the route's heading a short preview ahead of the reference point
     (which makes up for the steering-rate lag) plus ``atan(k e / (v + v_soft))`` for the
-    cross-track error e. Unlike pure pursuit it does not cut tight corners onto the kerb.
+    cross-track error e. Pure pursuit cut the 4 m-radius junction corners of the generated
+    towns onto the kerb; tracking the box centre keeps the whole car on the road.
     """
     if len(route_ego) < 2:
         return 0.0
     v = max(speed_mps, 0.0)
-    front_axle = np.array([config.steer_reference_m, 0.0])
+    reference = np.array([config.steer_reference_m, 0.0])
     start, steps = route_ego[:-1], np.diff(route_ego, axis=0)
     lengths = np.maximum(np.hypot(steps[:, 0], steps[:, 1]), 1e-6)
-    along = np.clip(np.einsum("ij,ij->i", front_axle - start, steps) / lengths**2, 0.0, 1.0)
+    along = np.clip(np.einsum("ij,ij->i", reference - start, steps) / lengths**2, 0.0, 1.0)
     nearest = start + along[:, None] * steps
-    k = int(np.argmin(np.hypot(*(nearest - front_axle).T)))
+    k = int(np.argmin(np.hypot(*(nearest - reference).T)))
     direction = steps[k] / lengths[k]
     # Signed offset of the route from the axle, positive when the route lies to the right.
-    cross_track_m = float((nearest[k] - front_axle) @ np.array([-direction[1], direction[0]]))
+    cross_track_m = float((nearest[k] - reference) @ np.array([-direction[1], direction[0]]))
     arc_m = np.concatenate([[0.0], np.cumsum(lengths)])
     preview_m = arc_m[k] + along[k] * lengths[k] + config.steer_preview_s * v
     j = min(int(np.searchsorted(arc_m, preview_m, side="right")) - 1, len(steps) - 1)

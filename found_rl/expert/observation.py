@@ -61,7 +61,7 @@ class ExpertObservation:
         if not self.route_ego:
             return (0.0, 0.0)
         travelled = 0.0
-        for previous, point in zip(self.route_ego, self.route_ego[1:]):
+        for previous, point in zip(self.route_ego, self.route_ego[1:], strict=False):
             travelled += math.dist(previous, point)
             if travelled >= TARGET_DISTANCE_M:
                 return point

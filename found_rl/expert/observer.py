@@ -61,8 +61,8 @@ class ObserverConfig:
 class ExpertObserver:
     """Stateful feature extractor for one ego; call :meth:`reset` at every episode start."""
 
-    def __init__(self, config: ObserverConfig = ObserverConfig()) -> None:
-        self.config = config
+    def __init__(self, config: ObserverConfig | None = None) -> None:
+        self.config = config or ObserverConfig()
         self._route: Route | None = None
         self._arc_m = np.zeros(0)
         self._index: int | None = None
@@ -100,7 +100,7 @@ class ExpertObserver:
         crossing_gap_m = self._crossing_vehicle_m(snapshot, index)
         if crossing_gap_m is not None and (leader_gap_m is None or crossing_gap_m < leader_gap_m):
             leader_gap_m, leader_speed_mps = crossing_gap_m, 0.0
-        self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy)))
+        self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy, strict=True)))
         light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
         walker_distance_m = self._nearest_walker_m(snapshot, index)
         yield_distance_m = self._unsignalised_junction_conflict_m(snapshot, index, arc_now, light)

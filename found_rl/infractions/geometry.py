@@ -166,9 +166,10 @@ class DrivableArea:
         if self.geometry is None:
             return distance
         inside = shapely.intersects_xy(self.geometry, points_xy[:, 0], points_xy[:, 1])
-        if not inside.all():
-            outside = ~inside
-            distance[outside] = shapely.distance(self.geometry, shapely.points(points_xy[outside]))
+        if inside.all():
+            return distance
+        outside = ~inside
+        distance[outside] = shapely.distance(self.geometry, shapely.points(points_xy[outside]))
         return distance
 
 

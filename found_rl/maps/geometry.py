@@ -91,7 +91,9 @@ def _junction_road_polygons(net) -> list[np.ndarray]:
             )
     polygons = []
     for node in net.getNodes():
-        has_internal_road = any(_drivable(c.getFromLane()) for c in node.getConnections())
+        has_internal_road = any(
+            _drivable(c.getFromLane()) for c in node.getConnections()
+        )
         shape = node.getShape()
         if not has_internal_road or len(shape) < 3:
             continue

@@ -269,7 +269,10 @@ class ReplayBuffer:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every array the buffer holds (observations included)."""
+        """Bytes of every array the buffer holds, observations included.
+
+        The step-id index (a dict of at most ``capacity`` entries) is not counted.
+        """
         others = (
             self.actions,
             self.rewards,

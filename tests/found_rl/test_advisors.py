@@ -4,14 +4,14 @@ import asyncio
 
 import numpy as np
 import pytest
-from vlm_server.app import create_app
-from vlm_server.backends.base import AdviseItem
-from vlm_server.config import BackendConfig, BatchingConfig, ServerConfig
 
 from found_rl import testing
 from found_rl.advisors import ExpertAdvisor
 from found_rl.evaluation.advisor_agent import AdvisorAgent
 from found_rl.expert import ExpertDriver
+from vlm_server.app import create_app
+from vlm_server.backends.base import AdviseItem
+from vlm_server.config import BackendConfig, BatchingConfig, ServerConfig
 
 LANE_Y = testing.EAST_LANE_Y
 
@@ -46,7 +46,9 @@ def test_advisor_options_are_checked():
 
 
 async def test_served_expert_drives_the_advisor_agent_like_the_local_driver(aiohttp_server):
-    config = ServerConfig(advisor=BackendConfig(spec="expert", batching=BatchingConfig(max_batch_size=4, max_wait_ms=1.0)))
+    config = ServerConfig(
+        advisor=BackendConfig(spec="expert", batching=BatchingConfig(max_batch_size=4, max_wait_ms=1.0))
+    )
     server = await aiohttp_server(create_app(config))
     url = str(server.make_url("/")).rstrip("/")
 

@@ -272,10 +272,11 @@ def test_standing_for_the_scenarios_blocked_time_terminates():
     scenario = SCENARIO.model_copy(update={"episode": SCENARIO.episode.model_copy(update={"blocked_s": 2.0})})
     env = DrivingEnv(scenario, backend=ScriptedBackend(), observation="state")
     env.reset(seed=0)
-    for step in range(1, 30):
-        _, reward, terminated, truncated, info = env.step(np.zeros(2, np.float32))
-        if terminated or truncated:
-            break
-    assert terminated and step == 20
+    steps = 0
+    terminated = truncated = False
+    while not (terminated or truncated) and steps < 30:
+        _, _, terminated, truncated, info = env.step(np.zeros(2, np.float32))
+        steps += 1
+    assert terminated and steps == 20  # 2 s of standing at 10 Hz
     assert info["episode"].status is EpisodeStatus.FAILED_BLOCKED
     assert info["reward_terms"]["terminal"] == -1.0

@@ -25,7 +25,9 @@ def arc(radius_m: float, turn_right: bool, length_m: float = 40.0) -> tuple[tupl
 
 
 def observe(speed: float = 6.0, route=None, **hazards) -> ExpertObservation:
-    return ExpertObservation(speed_mps=speed, command=int(RoadOption.LANEFOLLOW), route_ego=route or straight(), **hazards)
+    return ExpertObservation(
+        speed_mps=speed, command=int(RoadOption.LANEFOLLOW), route_ego=route or straight(), **hazards
+    )
 
 
 def test_free_straight_road_accelerates_from_rest_without_steering():
@@ -52,7 +54,9 @@ def test_steers_back_onto_a_route_beside_the_ego(offset_m, sign):
 
 
 def test_slows_before_a_sharp_corner():
-    acc, _ = expert_action(observe(speed=7.0, route=straight(4.0) + tuple((4.0 + x, y) for x, y in arc(6.0, True)[1:])), CONFIG)
+    acc, _ = expert_action(
+        observe(speed=7.0, route=straight(4.0) + tuple((4.0 + x, y) for x, y in arc(6.0, True)[1:])), CONFIG
+    )
     assert acc < 0.0
 
 
@@ -138,8 +142,12 @@ def test_driver_steers_back_toward_the_route(ego_y, sign):
 
 
 def test_driver_stops_for_a_red_light_and_goes_on_green():
-    red = testing.snapshot(0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.RED))
-    green = testing.snapshot(0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.GREEN))
+    red = testing.snapshot(
+        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.RED)
+    )
+    green = testing.snapshot(
+        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.GREEN)
+    )
     assert drive(red)[0] < 0.0
     assert drive(green)[0] > 0.0
 

@@ -17,11 +17,12 @@ from found_rl.infractions import (
     InfractionReport,
     box_corners,
     boxes_overlap,
+    crossed_stop_lines,
     ego_corners,
     segments_cross,
 )
 from found_rl.route_progress import RouteTracker
-from found_rl.sim.snapshot import ActorBoxes, LightState, WorldSnapshot
+from found_rl.sim.snapshot import ActorBoxes, LightState, StopLines, WorldSnapshot
 from found_rl.testing import EAST_LANE_Y, boxes, snapshot, stop_line
 
 Y = EAST_LANE_Y
@@ -236,3 +237,25 @@ def test_spawning_with_a_corner_off_the_road_is_no_infraction():
     reports = drive(scenes)
     assert not any(r.infractions for r in reports)
     assert [r.is_offroad for r in reports] == [True, True, False, False, False]
+
+
+def test_stop_line_crossings_agree_with_the_vectorised_test():
+    # Random short motions near 30 random stop lines; the same StopLines object is queried
+    # repeatedly, so later calls take the cached grid path.
+    rng = np.random.default_rng(3)
+    starts = rng.uniform(-40.0, 40.0, size=(30, 2))
+    ends = starts + rng.uniform(-3.0, 3.0, size=(30, 2))
+    lines = StopLines(
+        ids=tuple(f"l{i}" for i in range(30)),
+        lane_ids=("unknown",) * 30,
+        segments=np.stack([starts, ends], axis=1),
+        states=np.ones(30, np.int8),
+        remaining_s=np.full(30, np.inf),
+        phase_s=np.full(30, np.inf),
+    )
+    road = snapshot(0, (0.0, 0.0)).map
+    for _ in range(200):
+        p0 = rng.uniform(-40.0, 40.0, size=2)
+        p1 = p0 + rng.uniform(-2.0, 2.0, size=2)
+        expected = np.flatnonzero(segments_cross(p0, p1, lines.segments)).tolist()
+        assert crossed_stop_lines(p0, p1, lines, road).tolist() == expected

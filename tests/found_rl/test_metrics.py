@@ -26,7 +26,10 @@ def summary(
         ((), 1.0),
         ((InfractionKind.COLLISION_PEDESTRIAN,), 0.50),
         ((InfractionKind.COLLISION_VEHICLE, InfractionKind.RED_LIGHT), 0.60 * 0.70),
-        ((InfractionKind.COLLISION_LAYOUT, InfractionKind.STOP_SIGN, InfractionKind.STOP_SIGN), 0.65 * 0.8 * 0.8),
+        (
+            (InfractionKind.COLLISION_LAYOUT, InfractionKind.STOP_SIGN, InfractionKind.STOP_SIGN),
+            0.65 * 0.8 * 0.8,
+        ),
         # Ending the route is their only cost, through route completion.
         ((InfractionKind.VEHICLE_BLOCKED, InfractionKind.ROUTE_TIMEOUT, InfractionKind.ROUTE_DEVIATION), 1.0),
     ],
@@ -68,7 +71,10 @@ def test_route_that_never_started_does_not_divide_by_zero():
 def test_global_scores_hand_computed():
     first = summary(1.0, (InfractionKind.COLLISION_VEHICLE,), EpisodeStatus.COMPLETED, length_m=1000.0)
     second = summary(
-        0.4, (InfractionKind.COLLISION_VEHICLE, InfractionKind.COLLISION_VEHICLE), length_m=500.0, outside_m=50.0
+        0.4,
+        (InfractionKind.COLLISION_VEHICLE, InfractionKind.COLLISION_VEHICLE),
+        length_m=500.0,
+        outside_m=50.0,
     )
     totals = global_scores(
         [route_scores(first), route_scores(second)],

@@ -10,9 +10,12 @@ and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's drivers see it
 Determinism: SUMO's own driver randomness is switched off and every random choice comes from
 the reset seed, so a process that makes the same resets with the same seeds and controls
 replays exactly, and a reset's first snapshot depends on its seed alone. SUMO's
-``loadState`` does not restore all junction bookkeeping, though, so within one process an
-episode that follows other episodes can drift by centimetres from its replay after a few
-seconds (tests/found_rl/sim/sumo/test_backend.py checks both guarantees).
+``loadState`` does not restore all junction bookkeeping, though, so with the default
+``traffic.reset: fast`` an episode that follows other episodes in the same process can, rarely,
+drift by centimetres from its replay after some seconds. ``traffic.reset: exact`` reloads the
+network as well (``libsumo.load`` with ``--load-state``, tens of ms per reset), after which
+every episode replays exactly whatever ran before (tests/found_rl/sim/sumo/test_backend.py
+checks each guarantee).
 """
 
 from __future__ import annotations
@@ -120,13 +123,9 @@ class SumoBackend:
         )
 
     # ------------------------------------------------------------------ simulation lifetime
-    def _start_simulation(self) -> None:
-        """Start libsumo on this network, draw trips, warm traffic up and save warm states."""
-        import sumolib
-
-        ts = self._libsumo
-        ts.start([
-            sumolib.checkBinary("sumo"), "--net-file", str(self._net_path),
+    def _sumo_options(self) -> list[str]:
+        return [
+            "--net-file", str(self._net_path),
             "--step-length", str(STEP_S), "--seed", str(self.scenario.seed),
             "--default.action-step-length", str(DRIVER_ACTION_STEP_S),
             "--no-step-log", "true", "--no-warnings", "true",
@@ -134,7 +133,14 @@ class SumoBackend:
             "--time-to-teleport", "120", "--ignore-route-errors", "true",
             "--pedestrian.model", "nonInteracting", "--save-state.rng", "true",
             "--save-state.transportables", "true",
-        ])  # fmt: skip
+        ]  # fmt: skip
+
+    def _start_simulation(self) -> None:
+        """Start libsumo on this network, draw trips, warm traffic up and save warm states."""
+        import sumolib
+
+        ts = self._libsumo
+        ts.start([sumolib.checkBinary("sumo"), *self._sumo_options()])
         define_types(ts, self.vehicle.length_m, self.vehicle.width_m)
         warm_rng = np.random.default_rng(self.scenario.seed)
         self._trips = TripPool.draw(ts, self._net, warm_rng)
@@ -191,10 +197,14 @@ class SumoBackend:
         rng = np.random.default_rng(seed)
         self._rng = rng
         self._route = self._choose_route(rng, seed, route_index)
-        ts.simulation.loadState(
-            str(self._warm_states[int(rng.integers(len(self._warm_states)))])
-        )
-        self._resync_traffic_lights()
+        warm_state = str(self._warm_states[int(rng.integers(len(self._warm_states)))])
+        if self.scenario.traffic.reset == "exact":
+            # A fresh network object: no junction bookkeeping survives from earlier episodes.
+            ts.load([*self._sumo_options(), "--load-state", warm_state])
+            self._trips.restore_routes(ts)
+        else:
+            ts.simulation.loadState(warm_state)
+            self._resync_traffic_lights()
         start_xy = self.frame.to_sumo_xy(self._route.xy[0])
         self._thin_traffic(rng, start_xy)
         self._insert_ego()

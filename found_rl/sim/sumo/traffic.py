@@ -59,6 +59,7 @@ class TripPool:
     """
 
     vehicle_routes: list[str]
+    vehicle_route_edges: list[tuple[str, ...]]
     first_edge_length_m: list[float]
     walker_plans: list[tuple[str, float, list]]
 
@@ -85,7 +86,7 @@ class TripPool:
                 for l in e.getLanes()
             )
         )
-        routes, first_lengths = [], []
+        routes, route_edges, first_lengths = [], [], []
         for k in range(num_vehicle_routes * 3):
             if len(routes) >= num_vehicle_routes or len(drive_edges) < 2:
                 break
@@ -97,6 +98,7 @@ class TripPool:
                 route_id = f"bg_route{len(routes)}"
                 libsumo.route.add(route_id, list(found.edges))
                 routes.append(route_id)
+                route_edges.append(tuple(found.edges))
                 first_lengths.append(net.getEdge(found.edges[0]).getLength())
         plans = []
         for k in range(num_walker_plans * 3):
@@ -115,7 +117,16 @@ class TripPool:
             raise ValueError(
                 "the network has no drivable route between two edges for background traffic"
             )
-        return TripPool(routes, first_lengths, plans)
+        return TripPool(routes, route_edges, first_lengths, plans)
+
+    def restore_routes(self, libsumo) -> None:
+        """Re-add pooled routes a freshly loaded simulation does not know."""
+        known = set(libsumo.route.getIDList())
+        for route_id, edges in zip(
+            self.vehicle_routes, self.vehicle_route_edges, strict=True
+        ):
+            if route_id not in known:
+                libsumo.route.add(route_id, list(edges))
 
     def add_vehicle(self, libsumo, vehicle: str, rng: np.random.Generator) -> None:
         """Insert a vehicle on a pooled route, at a seeded position along its first edge."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from bev_scenes import straight_road_map
 
 from found_rl.bev.benchmark import main, synthetic_scene, time_render
+from found_rl.bev.scenes import straight_road_map
 from found_rl.bev.static_map import static_raster
 
 

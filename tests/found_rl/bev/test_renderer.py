@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from bev_scenes import GREEN, LANE_Y, RED, YELLOW, boxes, centroid_rc, snapshot, stop_lines, straight_road_map
 
 from found_rl.bev import BevConfig, BevRenderer
+from found_rl.bev.scenes import GREEN, LANE_Y, RED, YELLOW, boxes, snapshot, stop_lines, straight_road_map
+from found_rl.sim.snapshot import Polyline
 
 CONFIG = BevConfig()
 EGO_ROW, EGO_COL = 152, 96
 NOW_VEHICLES = CONFIG.vehicle_channels[-1]
 NOW_WALKERS = CONFIG.walker_channels[-1]
 NOW_LIGHTS = CONFIG.light_channels[-1]
+
+
+def centroid_rc(mask: np.ndarray) -> tuple[float, float]:
+    rows, cols = np.nonzero(mask)
+    if len(rows) == 0:
+        raise AssertionError("mask is empty")
+    return float(rows.mean()), float(cols.mean())
 
 
 def render(*snapshots, config: BevConfig = CONFIG) -> BevRenderer:
@@ -325,3 +333,16 @@ def test_time_going_backwards_starts_a_new_history():
     renderer.render(snapshot(vehicles=boxes([(0.0, LANE_Y + 10.0)]), time_s=0.0))  # next episode, no reset()
     for channel in CONFIG.vehicle_channels:
         assert abs(centroid_rc(renderer.last_masks[channel])[1] - 146) <= 1
+
+
+def test_broken_marking_wins_where_it_meets_a_solid_one():
+    crossing = type(straight_road_map())(
+        map_id="test-crossing-markings",
+        road_polygons=(np.array([[-50.0, -7.0], [50.0, -7.0], [50.0, 7.0], [-50.0, 7.0]]),),
+        solid_markings=(Polyline(np.array([[-50.0, 0.0], [50.0, 0.0]])),),
+        broken_markings=(Polyline(np.array([[5.0, -7.0], [5.0, 7.0]])),),  # crosses it 5 m ahead
+    )
+    lanes = render(snapshot(geometry=crossing)).last_masks[2]
+    centre_line_col = round(96 - 5 * LANE_Y)
+    assert lanes[152 - 25, centre_line_col] == 120  # the crossing point
+    assert lanes[152 - 40, centre_line_col] == 255  # the solid line elsewhere

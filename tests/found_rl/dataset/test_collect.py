@@ -24,7 +24,20 @@ def run_expert(argv: list[str]) -> int:
 
 def test_collect_round_trip_with_noise(tmp_path):
     out = tmp_path / "data"
-    argv = ["collect", "--scenario", str(TINY_TOWN), "--steps", "40", "--noise", "0.2", "--samples-per-shard", "16", "--out", str(out), "--no-progress"]
+    argv = [
+        "collect",
+        "--scenario",
+        str(TINY_TOWN),
+        "--steps",
+        "40",
+        "--noise",
+        "0.2",
+        "--samples-per-shard",
+        "16",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert run_expert(argv) == 0
     manifest = read_manifest(out)
     assert manifest["num_samples"] == 40
@@ -58,7 +71,7 @@ def test_noise_bursts_last_their_duration_and_are_reproducible():
         return [injector.apply(np.zeros(2, np.float32)) for _ in range(30)]
 
     first, again = offsets(1), offsets(1)
-    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
     nonzero = [bool(np.any(o)) for o in first]
     runs = "".join("1" if n else "0" for n in nonzero).split("0")
     assert all(len(run) % 3 == 0 for run in runs if run)

@@ -39,7 +39,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert [s["samples"] for s in manifest["shards"]] == [2, 2, 1]
     samples = list(iter_samples(tmp_path / "data"))
     assert [s.key for s in samples] == [f"{i:09d}" for i in range(5)]
-    for sample, expected in zip(samples, written):
+    for sample, expected in zip(samples, written, strict=True):
         np.testing.assert_array_equal(sample.bev_rgb, expected["bev"])
         np.testing.assert_array_equal(sample.masks, expected["masks"])
         np.testing.assert_allclose(sample.action, expected["action"], rtol=1e-6)

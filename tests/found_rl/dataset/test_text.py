@@ -3,28 +3,37 @@
 import json
 
 import pytest
-from vlm_server.actions import controls_to_action
-from vlm_server.anchors import anchor_captions
 
 from found_rl.actions import RoadOption
 from found_rl.dataset import chat_answer, chat_prompt, clip_caption
+from vlm_server.actions import controls_to_action
+from vlm_server.anchors import anchor_captions
 
 
 @pytest.mark.parametrize(
     ("command", "speed", "acc", "steer", "expected"),
     [
         (
-            RoadOption.LEFT, 0.0, 0.9, -0.4,
+            RoadOption.LEFT,
+            0.0,
+            0.9,
+            -0.4,
             "Command is to turn left at the intersection. The car is currently stopped. "
             "Action behavior: The car is accelerating fast and turning left sharply.",
         ),
         (
-            RoadOption.LANEFOLLOW, 5.0, -0.3, 0.0,
+            RoadOption.LANEFOLLOW,
+            5.0,
+            -0.3,
+            0.0,
             "Command is to follow the current lane. The car is driving at a high speed. "
             "Action behavior: The car is braking and going straight.",
         ),
         (
-            RoadOption.VOID, 3.0, 0.0, 0.1,
+            RoadOption.VOID,
+            3.0,
+            0.0,
+            0.1,
             "Command is to follow the current lane. The car is driving at a moderate speed. "
             "Action behavior: The car is idling and turning right.",
         ),

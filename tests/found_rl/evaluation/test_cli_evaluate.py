@@ -14,7 +14,9 @@ def eval_args(tiny_town):
     return ["--scenario", str(tiny_town), "--no-progress"]
 
 
-def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tmp_path, eval_args, run_command):
+def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(
+    tmp_path, eval_args, run_command
+):
     out = tmp_path / "results.json"
     argv = [*eval_args, "--agent", "expert", "--out", str(out), "--video-dir", str(tmp_path / "videos")]
     assert run_command(MODULE, argv) == 0
@@ -40,7 +42,9 @@ def test_expert_eval_writes_leaderboard_json_and_resume_skips_finished_routes(tm
         ("checkpoint:/no/such/policy.pt", FileNotFoundError, "policy.pt"),
     ],
 )
-def test_bad_agent_specs_fail_before_the_simulator_starts(tmp_path, eval_args, run_command, agent, error, match):
+def test_bad_agent_specs_fail_before_the_simulator_starts(
+    tmp_path, eval_args, run_command, agent, error, match
+):
     with pytest.raises(error, match=match):
         run_command(MODULE, [*eval_args, "--agent", agent, "--out", str(tmp_path / "r.json")])
     assert not (tmp_path / "r.json").exists()
@@ -54,8 +58,15 @@ def test_unreachable_advisor_fails_after_a_bounded_wait(tmp_path, eval_args, run
     with pytest.raises(ValueError, match="no advisor server answered"):
         run_command(
             MODULE,
-            [*eval_args, "--agent", f"advisor:http://127.0.0.1:{port}", "--advisor-timeout", "1",
-             "--out", str(tmp_path / "r.json")],
+            [
+                *eval_args,
+                "--agent",
+                f"advisor:http://127.0.0.1:{port}",
+                "--advisor-timeout",
+                "1",
+                "--out",
+                str(tmp_path / "r.json"),
+            ],
         )
     assert time.perf_counter() - started < 10
 
@@ -73,14 +84,30 @@ def test_route_file_without_routes_is_named(tmp_path, tiny_town, run_command):
     empty = tmp_path / "empty.xml"
     empty.write_text("<routes></routes>")
     with pytest.raises(ValueError, match="empty.xml: no <route>"):
-        run_command(MODULE, ["--scenario", str(tiny_town), "--routes", str(empty), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+        run_command(
+            MODULE,
+            [
+                "--scenario",
+                str(tiny_town),
+                "--routes",
+                str(empty),
+                "--agent",
+                "expert",
+                "--out",
+                str(tmp_path / "r.json"),
+            ],
+        )
 
 
 def test_random_route_scenario_needs_a_route_file(tmp_path, quickstart, run_command):
     with pytest.raises(ValueError, match="pass --routes FILE"):
-        run_command(MODULE, ["--scenario", str(quickstart), "--agent", "expert", "--out", str(tmp_path / "r.json")])
+        run_command(
+            MODULE, ["--scenario", str(quickstart), "--agent", "expert", "--out", str(tmp_path / "r.json")]
+        )
 
 
 def test_bad_repetitions_is_refused(tmp_path, eval_args, run_command):
     with pytest.raises(ValueError, match="--repetitions"):
-        run_command(MODULE, [*eval_args, "--agent", "expert", "--repetitions", "0", "--out", str(tmp_path / "r.json")])
+        run_command(
+            MODULE, [*eval_args, "--agent", "expert", "--repetitions", "0", "--out", str(tmp_path / "r.json")]
+        )

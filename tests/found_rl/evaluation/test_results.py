@@ -17,7 +17,9 @@ def record(index: int, completion: float = 1.0, collisions: int = 0) -> dict:
         for _ in range(collisions)
     )
     status = EpisodeStatus.COMPLETED if completion >= 1.0 else EpisodeStatus.FAILED_COLLISION
-    summary = EpisodeSummary(f"{index}", status, completion, 500.0, 500.0 * completion, 0.0, 40.0, 400, infractions)
+    summary = EpisodeSummary(
+        f"{index}", status, completion, 500.0, 500.0 * completion, 0.0, 40.0, 400, infractions
+    )
     return build_record(index, 0, summary, route_scores(summary), duration_system_s=2.0)
 
 
@@ -34,11 +36,21 @@ def test_layout_matches_the_leaderboard(tmp_path):
     first, second = checkpoint["records"]
     assert first["route_id"] == "RouteScenario_0_rep0"
     assert first["status"] == "Completed"
-    assert first["scores"] == {"score_route": 100.0, "score_penalty": 100.0, "score_composed": 100.0, "score_composite": 100.0}
+    assert first["scores"] == {
+        "score_route": 100.0,
+        "score_penalty": 100.0,
+        "score_composed": 100.0,
+        "score_composite": 100.0,
+    }
     assert second["status"] == "Failed - Agent collided"
     assert second["scores"]["score_composed"] == pytest.approx(30.0)
     assert second["infractions"]["collisions_vehicle"] == ["hit veh7 at (x=12.2, y=-3.5, z=0.0)"]
-    assert set(second["infractions"]) >= {"collisions_pedestrian", "red_light", "route_dev", "vehicle_blocked"}
+    assert set(second["infractions"]) >= {
+        "collisions_pedestrian",
+        "red_light",
+        "route_dev",
+        "vehicle_blocked",
+    }
     assert {"route_length", "duration_game", "duration_system"} <= set(second["meta"])
 
     global_record = checkpoint["global_record"]

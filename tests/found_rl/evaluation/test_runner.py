@@ -35,7 +35,9 @@ class CountingEnv(gym.Env):
         if done:
             completion = 1.0 if self.route % 2 == 0 else 0.5
             status = EpisodeStatus.COMPLETED if completion == 1.0 else EpisodeStatus.FAILED_BLOCKED
-            info["episode"] = EpisodeSummary(f"r{self.route}", status, completion, 100.0, 100.0 * completion, 0.0, 0.3, 3, ())
+            info["episode"] = EpisodeSummary(
+                f"r{self.route}", status, completion, 100.0, 100.0 * completion, 0.0, 0.3, 3, ()
+            )
         return np.zeros(1, np.float32), 0.0, done, False, info
 
 
@@ -64,7 +66,9 @@ IDENTITY = {"agent": "test"}
 def test_routes_run_in_file_order_with_fixed_seeds(tmp_path):
     env = CountingEnv()
     results = ResultsFile(tmp_path / "r.json", IDENTITY, total=6)
-    totals = evaluate(env, InterruptingAgent(), results, num_routes=3, repetitions=2, seed=7, show_progress=False)
+    totals = evaluate(
+        env, InterruptingAgent(), results, num_routes=3, repetitions=2, seed=7, show_progress=False
+    )
     assert [route for route, _ in env.resets] == [0, 0, 1, 1, 2, 2]
     assert [seed for _, seed in env.resets] == [episode_seed(7, r, k) for r in range(3) for k in range(2)]
     assert len({seed for _, seed in env.resets}) == 6
@@ -74,7 +78,15 @@ def test_routes_run_in_file_order_with_fixed_seeds(tmp_path):
 def test_resume_after_interruption_runs_only_missing_routes(tmp_path):
     path = tmp_path / "r.json"
     with pytest.raises(KeyboardInterrupt):
-        evaluate(CountingEnv(), InterruptingAgent(interrupt_on_reset=3), ResultsFile(path, IDENTITY, 4), 4, 1, 0, show_progress=False)
+        evaluate(
+            CountingEnv(),
+            InterruptingAgent(interrupt_on_reset=3),
+            ResultsFile(path, IDENTITY, 4),
+            4,
+            1,
+            0,
+            show_progress=False,
+        )
     saved = json.loads(path.read_text())
     assert [r["index"] for r in saved["_checkpoint"]["records"]] == [0, 1]
     assert saved["entry_status"] == "Started"

@@ -1,4 +1,4 @@
-"""Hand-built scenes for the BEV tests (a helper module, imported by the tests): a straight east-west road, the ego driving east on it.
+"""Hand-built snapshots for tests, examples and debugging: a straight road, the ego driving east.
 
 Road: y in [-7, 7] (y is south), x in [-200, 200]; solid edges at y = +-7, a solid centre line
 at y = 0, broken lane lines at y = +-3.5. The ego's lane centre is y = 1.75 (south of the
@@ -26,6 +26,8 @@ LANE_Y = 1.75
 
 
 def straight_road_map(map_id: str = "test-straight") -> MapGeometry:
+    """The 400 m straight four-lane road described above."""
+
     def line(y: float) -> Polyline:
         return Polyline(np.array([[-200.0, y], [200.0, y]]))
 
@@ -39,6 +41,7 @@ def straight_road_map(map_id: str = "test-straight") -> MapGeometry:
 
 
 def east_route() -> Route:
+    """The eastbound route along the ego's lane, x from -100 to 150 m."""
     xs = np.arange(-100.0, 151.0)
     return Route(
         route_id="east",
@@ -56,6 +59,7 @@ def boxes(
     half_extent: tuple[float, float] = (2.3, 1.0),
     prefix: str = "a",
 ) -> ActorBoxes:
+    """Standing boxes at ``xy`` (vehicle-sized by default), ids ``prefix0, prefix1, ...``."""
     count = len(xy)
     if count == 0:
         return ActorBoxes.empty()
@@ -69,6 +73,7 @@ def boxes(
 
 
 def stop_lines(segments: Sequence[tuple[tuple[float, float], tuple[float, float]]], states: Sequence[int]) -> StopLines:
+    """Stop lines with the given :class:`LightState` codes and unknown phase timing."""
     count = len(segments)
     return StopLines(
         ids=tuple(f"s{k}" for k in range(count)),
@@ -78,6 +83,11 @@ def stop_lines(segments: Sequence[tuple[tuple[float, float], tuple[float, float]
         remaining_s=np.full(count, np.inf),
         phase_s=np.full(count, np.inf),
     )
+
+
+MAP = straight_road_map()
+ROUTE = east_route()
+RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
 
 
 def snapshot(
@@ -91,6 +101,7 @@ def snapshot(
     geometry: MapGeometry | None = None,
     route: Route | None = None,
 ) -> WorldSnapshot:
+    """A snapshot on the straight road (defaults: ego standing in its lane at x = 0, facing east)."""
     return WorldSnapshot(
         step=round(time_s * 10),
         time_s=time_s,
@@ -107,15 +118,3 @@ def snapshot(
         route=route if route is not None else ROUTE,
         map=geometry if geometry is not None else MAP,
     )
-
-
-MAP = straight_road_map()
-ROUTE = east_route()
-RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
-
-
-def centroid_rc(mask: np.ndarray) -> tuple[float, float]:
-    rows, cols = np.nonzero(mask)
-    if len(rows) == 0:
-        raise AssertionError("mask is empty")
-    return float(rows.mean()), float(cols.mean())
