@@ -37,10 +37,10 @@ class HistoryFrame:
         centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling).
         cull_distance_m: ``(V + W,)`` centre distance from the ego beyond which a box cannot
             touch the view (view radius plus the box's half-diagonal).
-        refill: sorted indices of boxes to fill again one by one after the single fill of all
-            boxes of their kind. OpenCV fills a multi-polygon call by the even-odd rule, which
-            leaves the overlap of two boxes empty; refilling one box of each overlapping pair
-            closes it.
+        refill_vehicles, refill_walkers: indices (into all boxes) of the vehicles and walkers to
+            fill again one by one after the single fill of all boxes of their kind. OpenCV fills
+            a multi-polygon call by the even-odd rule, which leaves the overlap of two boxes
+            empty; refilling one box of each overlapping pair closes it.
         line_groups: ``(value, start, stop)``: points ``start:stop`` are segment endpoints drawn
             with channel value ``value``, ascending so the larger value wins where lines cross.
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
@@ -52,7 +52,8 @@ class HistoryFrame:
     num_walkers: int
     centres: np.ndarray
     cull_distance_m: np.ndarray
-    refill: np.ndarray
+    refill_vehicles: np.ndarray
+    refill_walkers: np.ndarray
     line_groups: tuple[tuple[int, int, int], ...]
     stop_sign_lines: np.ndarray
 
@@ -81,6 +82,7 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
     corners = box_corners(centres, yaw_deg, half_extent)
     radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
     refill = _overlapping(centres, yaw_deg, half_extent, radii)
+    num_refill_vehicles = int(np.searchsorted(refill, num_vehicles))
 
     line_parts, line_groups = _stop_lines(snapshot, config, first_point=4 * len(radii))
     stop_sign_lines = np.asarray(snapshot.stop_signs.segments, dtype=np.float64).reshape(-1, 2, 2)
@@ -92,7 +94,8 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
         num_walkers=num_walkers,
         centres=centres.view(np.complex128).ravel(),
         cull_distance_m=radii + config.view_radius_m,
-        refill=refill,
+        refill_vehicles=refill[:num_refill_vehicles],
+        refill_walkers=refill[num_refill_vehicles:],
         line_groups=tuple(line_groups),
         stop_sign_lines=stop_sign_lines,
     )

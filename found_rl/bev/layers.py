@@ -7,6 +7,8 @@ channel. Coordinates are fixed-point pixels (``FIXED_POINT_BITS`` fraction bits,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
 
@@ -48,7 +50,7 @@ def draw_route(channel: np.ndarray, route_px: np.ndarray, width_px: int, value: 
     cv2.polylines(channel, [pixels], False, value, width_px, cv2.LINE_8, FIXED_POINT_BITS)
 
 
-def fill_boxes(channel: np.ndarray, corners_px: np.ndarray, refill_px: np.ndarray, value: int = 255) -> None:
+def fill_boxes(channel: np.ndarray, corners_px: np.ndarray, refill_px: Sequence[np.ndarray], value: int = 255) -> None:
     """Fill oriented boxes given as ``(N, 4, 2)`` int32 fixed-point corners.
 
     One ``fillPoly`` call fills every box; OpenCV fills such a call by the even-odd rule, so

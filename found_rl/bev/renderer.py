@@ -17,7 +17,7 @@ from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
 
 _ROUTE_SEARCH_WINDOW = 50
 _CULL_MIN_BOXES = 12
-"""Groups this small are drawn without culling (the test costs more than it saves)."""
+"""Frames with fewer boxes on average are drawn without culling (the test costs more than it saves)."""
 
 
 class BevRenderer:
@@ -105,15 +105,22 @@ class BevRenderer:
 
         self._history.append(make_history_frame(snapshot, config))
         frames = self._history.select()
-        ego_xy = complex(float(ego.xy[0]), float(ego.xy[1]))
-        fixed_point_affine = affine * FIXED_POINT_SCALE
-        pixels_by_frame: dict[int, np.ndarray] = {}
+        # All frames are transformed (and culled) with one call each, then drawn frame by frame.
+        points = np.concatenate([frame.points_xy for frame in frames])
+        pixels = to_fixed_point_pixels(points, affine * FIXED_POINT_SCALE)
+        is_visible = None
+        if sum(frame.num_vehicles + frame.num_walkers for frame in frames) > _CULL_MIN_BOXES * len(frames):
+            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
+            centres = np.concatenate([frame.centres for frame in frames])
+            cull_distance_m = np.concatenate([frame.cull_distance_m for frame in frames])
+            is_visible = np.abs(centres - complex(float(ego.xy[0]), float(ego.xy[1]))) <= cull_distance_m
+        first_point = first_box = 0
         for slot, frame in enumerate(frames):
-            pixels = pixels_by_frame.get(id(frame))
-            if pixels is None:
-                pixels = to_fixed_point_pixels(frame.points_xy, fixed_point_affine)
-                pixels_by_frame[id(frame)] = pixels
-            self._draw_frame(slot, frame, pixels, ego_xy)
+            num_points, num_boxes = len(frame.points_xy), frame.num_vehicles + frame.num_walkers
+            frame_pixels = pixels[first_point : first_point + num_points]
+            visible = None if is_visible is None else is_visible[first_box : first_box + num_boxes]
+            self._draw_frame(slot, frame, frame_pixels, visible)
+            first_point, first_box = first_point + num_points, first_box + num_boxes
 
         self._last_affine = affine
         self._last_frames = frames
@@ -178,24 +185,23 @@ class BevRenderer:
         waypoints = route.xy[start : route_index + self.config.route_waypoints]
         draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
 
-    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, ego_xy: complex) -> None:
-        """Draw one history frame's boxes and stop lines into its channels."""
+    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, is_visible: np.ndarray | None) -> None:
+        """Draw one history frame (its fixed-point ``pixels``) into its channels.
+
+        ``is_visible`` marks the boxes that may touch the view (``None``: draw them all).
+        """
         config = self.config
         masks = self._masks
-        num_boxes = frame.num_vehicles + frame.num_walkers
-        if num_boxes:
-            corners = pixels[: 4 * num_boxes].reshape(-1, 4, 2)
-            refill = corners[frame.refill]
-            num_refill_vehicles = int(np.searchsorted(frame.refill, frame.num_vehicles))
-            if num_boxes > _CULL_MIN_BOXES:
-                # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
-                is_visible = np.abs(frame.centres - ego_xy) <= frame.cull_distance_m
-                vehicles = corners[: frame.num_vehicles][is_visible[: frame.num_vehicles]]
-                walkers = corners[frame.num_vehicles :][is_visible[frame.num_vehicles :]]
-            else:
-                vehicles, walkers = corners[: frame.num_vehicles], corners[frame.num_vehicles :]
-            fill_boxes(masks[config.vehicle_channels[slot]], vehicles, refill[:num_refill_vehicles])
-            fill_boxes(masks[config.walker_channels[slot]], walkers, refill[num_refill_vehicles:])
+        num_vehicles = frame.num_vehicles
+        if num_vehicles + frame.num_walkers:
+            corners = pixels[: 4 * (num_vehicles + frame.num_walkers)].reshape(-1, 4, 2)
+            vehicles, walkers = corners[:num_vehicles], corners[num_vehicles:]
+            if is_visible is not None:
+                vehicles, walkers = vehicles[is_visible[:num_vehicles]], walkers[is_visible[num_vehicles:]]
+            refill_vehicles = corners[frame.refill_vehicles] if len(frame.refill_vehicles) else ()
+            refill_walkers = corners[frame.refill_walkers] if len(frame.refill_walkers) else ()
+            fill_boxes(masks[config.vehicle_channels[slot]], vehicles, refill_vehicles)
+            fill_boxes(masks[config.walker_channels[slot]], walkers, refill_walkers)
         light_channel = masks[config.light_channels[slot]]
         for value, start, stop in frame.line_groups:
             draw_segments(light_channel, pixels[start:stop].reshape(-1, 2, 2), config.stop_line_width_px, value)

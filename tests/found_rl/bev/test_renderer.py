@@ -231,6 +231,7 @@ def test_rgb_colours():
     assert tuple(rgb[102, 96]) == (0, 0, 255)  # vehicle, current frame: blue
     assert tuple(rgb[152, 121]) == (0, 255, 255)  # walker: cyan
     assert tuple(rgb[152, 96]) == (255, 255, 255)  # ego: white
+    assert not renderer.last_masks[3:7, 152, 96].any()  # but not in the vehicle channels (Roach)
     assert tuple(rgb[152 - 100, 96]) == (255, 0, 0)  # red light
     assert tuple(rgb[152 + 25, 96]) == (160, 160, 0)  # stop sign
     assert tuple(rgb[152, 96 - 40]) == (46, 52, 54)  # road
