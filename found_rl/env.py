@@ -78,6 +78,13 @@ class WorldBackend(Protocol):
 class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Drive the ego along a scenario's routes.
 
+    ``terminated``: collision (vehicle, walker, leaving the road), red-light run, route
+    deviation, blocked, or route completed. ``truncated``: the step limit (reported as a
+    ``route_timeout`` infraction). ``info`` holds ``step_id`` (episode index, step index),
+    ``command`` (:class:`~found_rl.actions.RoadOption` value), ``speed_mps``, ``infractions``
+    (this step's :class:`~found_rl.events.Infraction` s), ``route_completion``, ``reward_terms``
+    and, when the episode ends, ``episode`` (an :class:`~found_rl.events.EpisodeSummary`).
+
     Args:
         scenario: a scenario YAML path or a loaded :class:`~found_rl.scenario.Scenario`.
         reward: ``"valeo"`` (Roach) or ``"carl"``; default: the scenario's ``reward``.

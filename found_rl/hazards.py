@@ -92,8 +92,8 @@ def nearest_route_index(route: Route, xy: np.ndarray, hint: int | None = None, w
     else:
         hint = min(max(int(hint), 0), count - 1)
         low, high = max(hint - window, 0), min(hint + window + 1, count)
-    delta = route.xy[low:high] - np.asarray(xy, dtype=np.float64)[:2]
-    return low + int(np.argmin(np.einsum("ij,ij->i", delta, delta)))
+    point = complex(float(xy[0]), float(xy[1]))
+    return low + int(np.argmin(np.abs(_route_geometry(route).xy[low:high] - point)))
 
 
 def affecting_light(snapshot: WorldSnapshot, route_index: int, horizon_m: float = 50.0) -> LightHazard | None:

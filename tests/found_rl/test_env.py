@@ -280,3 +280,30 @@ def test_standing_for_the_scenarios_blocked_time_terminates():
     assert terminated and steps == 20  # 2 s of standing at 10 Hz
     assert info["episode"].status is EpisodeStatus.FAILED_BLOCKED
     assert info["reward_terms"]["terminal"] == -1.0
+
+
+def test_sumo_expert_driving_raises_no_false_infractions(quick_scenario):
+    # The privileged expert stops for red lights and leaders and follows the lane: exact
+    # geometry must not flag it (a cross-check of the infraction rules on real SUMO maps).
+    from found_rl.expert import ExpertDriver
+
+    env = DrivingEnv(quick_scenario, observation="state")
+    driver = ExpertDriver()
+    serious = {
+        InfractionKind.COLLISION_VEHICLE,
+        InfractionKind.COLLISION_PEDESTRIAN,
+        InfractionKind.COLLISION_LAYOUT,
+        InfractionKind.RED_LIGHT,
+        InfractionKind.ROUTE_DEVIATION,
+    }
+    try:
+        env.reset(seed=0)
+        driver.reset()
+        for _ in range(300):
+            _, _, terminated, truncated, info = env.step(np.clip(driver.act(env.snapshot), -1.0, 1.0))
+            assert not serious & {i.kind for i in info["infractions"]}, info["infractions"]
+            if terminated or truncated:
+                env.reset()
+                driver.reset()
+    finally:
+        env.close()
