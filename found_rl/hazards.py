@@ -200,58 +200,93 @@ def _window_end(arclength: np.ndarray, until_m: float) -> int:
     return min(int(np.searchsorted(arclength, until_m)) + 1, len(arclength))
 
 
-_STOP_LINE_REACH_MARGIN_M = 12.0
-"""Slack on the stop-line cull: half the longest stop line (several lanes) plus rounding."""
+@dataclass(frozen=True)
+class _RouteCrossings:
+    """Every place a route crosses a set of stop lines, sorted along the route.
+
+    Attributes:
+        arclength_m: ``(X,)`` arc length of each crossing, ascending.
+        line_index: ``(X,)`` index of the crossed segment in the stop-line arrays.
+    """
+
+    arclength_m: np.ndarray
+    line_index: np.ndarray
+
+
+_CROSSINGS_CACHE_SIZE = 32
+_crossings_cache: dict[tuple[int, int], tuple[weakref.ref, bytes, _RouteCrossings]] = {}
+
+
+def _route_crossings(route: Route, geometry: _RouteGeometry, segments: np.ndarray) -> _RouteCrossings:
+    """Crossings of the whole route with ``segments``, cached by route and line geometry.
+
+    Stop lines do not move, so for a backend that reports the same lines each step this is
+    computed once per route; only the lights' states change from step to step.
+    """
+    segments = np.ascontiguousarray(segments, dtype=np.float64)
+    key_bytes = segments.tobytes()
+    key = (id(route), hash(key_bytes))
+    cached = _crossings_cache.get(key)
+    if cached is not None and cached[0]() is route and cached[1] == key_bytes:
+        return cached[2]
+    crossings = _intersect_route(geometry, segments)
+    if len(_crossings_cache) >= _CROSSINGS_CACHE_SIZE:
+        _crossings_cache.clear()
+    _crossings_cache[key] = (weakref.ref(route), key_bytes, crossings)
+    return crossings
+
+
+def _intersect_route(geometry: _RouteGeometry, segments: np.ndarray) -> _RouteCrossings:
+    """All route-segment x stop-line intersections (pure), with ``cross(a, b) = Im(conj(a) b)``.
+
+    Route segment ``k`` is ``p0 + t r`` and line ``m`` is ``q0 + u q``; they cross when ``t`` and
+    ``u`` both lie in ``[0, 1]``. Lines are processed in chunks to bound memory on long routes.
+    """
+    path = geometry.xy
+    if len(path) < 2 or len(segments) == 0:
+        return _RouteCrossings(np.zeros(0), np.zeros(0, np.intp))
+    p0, r = path[:-1, None], np.diff(path)[:, None]  # (K, 1)
+    line_start = segments[:, 0, 0] + 1j * segments[:, 0, 1]
+    line_vector = (segments[:, 1, 0] + 1j * segments[:, 1, 1]) - line_start
+    arclength_parts, index_parts = [], []
+    chunk = max(1, 200_000 // len(p0))
+    for first in range(0, len(segments), chunk):
+        q0, q = line_start[None, first : first + chunk], line_vector[None, first : first + chunk]
+        denominator = (r.conj() * q).imag
+        offset_conj = (q0 - p0).conj()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (offset_conj * q).imag / denominator
+            u = (offset_conj * r).imag / denominator
+        crosses = (denominator != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
+        segment_index, line_index = np.nonzero(crosses)
+        # Route segment k spans arc lengths arclength[k] .. arclength[k + 1].
+        segment_start = geometry.arclength_m[segment_index]
+        segment_length = geometry.arclength_m[segment_index + 1] - segment_start
+        arclength_parts.append(segment_start + t[segment_index, line_index] * segment_length)
+        index_parts.append(line_index + first)
+    arclength = np.concatenate(arclength_parts)
+    order = np.argsort(arclength, kind="stable")
+    return _RouteCrossings(arclength[order], np.concatenate(index_parts)[order])
 
 
 def _first_crossing(
     snapshot: WorldSnapshot, lines: StopLines, route_index: int, horizon_m: float
 ) -> tuple[int, float] | None:
-    """``(segment index, distance from bumper)`` of the first stop line the route crosses."""
+    """``(segment index, distance from bumper)`` of the first stop line the route crosses.
+
+    A line counts from when the ego centre is before it until ``horizon_m`` past the bumper.
+    """
     route = snapshot.route
     if len(lines) == 0 or len(route.xy) < 2:
         return None
     geometry = _route_geometry(route)
-    arclength = geometry.arclength_m
+    crossings = _route_crossings(route, geometry, lines.segments)
     s_ego = _ego_arclength(snapshot, route_index, geometry)
     s_front = s_ego + float(snapshot.ego.half_extent[0])
-    start = min(max(int(route_index) - 1, 0), len(route.xy) - 2)
-    end = _window_end(arclength, s_front + horizon_m)
-    path = geometry.xy[start:end]
-    if len(path) < 2:
+    first = int(np.searchsorted(crossings.arclength_m, s_ego))
+    if first == len(crossings.arclength_m) or crossings.arclength_m[first] > s_front + horizon_m:
         return None
-    segments = np.asarray(lines.segments, dtype=np.float64)
-    line_start = segments[:, 0, 0] + 1j * segments[:, 0, 1]
-    line_end = segments[:, 1, 0] + 1j * segments[:, 1, 1]
-    # Cheap cull: only lines whose midpoint is within reach of the searched route stretch.
-    ego = complex(float(snapshot.ego.xy[0]), float(snapshot.ego.xy[1]))
-    reach = (s_front + horizon_m - s_ego) + _STOP_LINE_REACH_MARGIN_M
-    near = np.flatnonzero(np.abs((line_start + line_end) * 0.5 - ego) <= reach)
-    if len(near) == 0:
-        return None
-    # Segment intersection with cross(a, b) = Im(conj(a) b): route segment k is p0 + t r,
-    # line m is q0 + u q; they cross when t and u both lie in [0, 1].
-    p0, r = path[:-1, None], np.diff(path)[:, None]  # (K, 1)
-    q0 = line_start[near][None]  # (1, M)
-    q = line_end[near][None] - q0
-    denominator = (r.conj() * q).imag
-    offset_conj = (q0 - p0).conj()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (offset_conj * q).imag / denominator
-        u = (offset_conj * r).imag / denominator
-    crosses = (denominator != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
-    if not crosses.any():
-        return None
-    segment_index, line_index = np.nonzero(crosses)
-    # Route segment k spans arc lengths arclength[start + k] .. arclength[start + k + 1].
-    segment_start = arclength[start + segment_index]
-    segment_length = arclength[start + segment_index + 1] - segment_start
-    s_cross = segment_start + t[segment_index, line_index] * segment_length
-    is_ahead = (s_cross >= s_ego) & (s_cross <= s_front + horizon_m)
-    if not is_ahead.any():
-        return None
-    best = np.flatnonzero(is_ahead)[np.argmin(s_cross[is_ahead])]
-    return int(near[line_index[best]]), float(s_cross[best] - s_front)
+    return int(crossings.line_index[first]), float(crossings.arclength_m[first]) - s_front
 
 
 _CORNER_SIGNS = np.array([1.0, 1.0, -1.0, -1.0, 0.0]) + 1j * np.array([1.0, -1.0, -1.0, 1.0, 0.0])
@@ -296,7 +331,8 @@ def _actors_in_corridor(
     heading = np.exp(1j * np.deg2rad(np.asarray(boxes.yaw_deg, dtype=np.float64)[candidates]))
     local = half_extent[candidates, :1] * _CORNER_SIGNS.real + 1j * (half_extent[candidates, 1:] * _CORNER_SIGNS.imag)
     points = (centres[candidates, None] + local * heading[:, None]).ravel()
-    nearest = np.argmin(np.abs(points[:, None] - path[None, :]), axis=1)
+    delta = points[:, None] - path[None, :]
+    nearest = np.argmin(delta.real**2 + delta.imag**2, axis=1)  # squared: no square roots
     direction = path_direction[nearest]
     in_route_frame = (points - path[nearest]) * direction.conj()  # along + i lateral (lateral > 0: right)
     along_m = (path_s[nearest] + in_route_frame.real).reshape(-1, 5)

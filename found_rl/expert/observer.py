@@ -15,7 +15,7 @@ import numpy as np
 
 from found_rl import hazards
 from found_rl.expert.observation import ExpertObservation
-from found_rl.sim.snapshot import Route, WorldSnapshot, route_command
+from found_rl.sim.snapshot import ActorBoxes, Route, WorldSnapshot, route_command
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +30,10 @@ class ObserverConfig:
         walker_corridor_half_width_m: half-width of the path in which walkers count (the
             ego's half-width plus a margin).
         walker_predict_s: walkers also count where they will be after this many seconds.
+        predict_crossing: treat vehicles predicted to cut into the path as obstacles.
         crossing_horizons_s: prediction horizons for vehicles cutting into the path.
         crossing_margin_m: a predicted vehicle counts if at most ``v·t + margin`` ahead.
+        yield_at_unsignalised_junctions: give way to crossing traffic at junctions without lights.
         yield_horizon_m: how far ahead an unsignalised junction entry is looked for.
         yield_radius_m: vehicles this close to that entry may claim it.
         yield_min_speed_mps: vehicles slower than this are treated as waiting.
@@ -48,8 +50,10 @@ class ObserverConfig:
     stop_sign_horizon_m: float = 30.0
     walker_corridor_half_width_m: float = 1.7
     walker_predict_s: float = 1.0
+    predict_crossing: bool = True
     crossing_horizons_s: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     crossing_margin_m: float = 6.0
+    yield_at_unsignalised_junctions: bool = True
     yield_horizon_m: float = 25.0
     yield_radius_m: float = 20.0
     yield_min_speed_mps: float = 0.5
@@ -92,18 +96,25 @@ class ExpertObserver:
         self._index = index
         arc_now = float(self._arc_m[index])
 
+        # Other vehicles move as measured between observations: a simulator glitch that
+        # reports a speed for a vehicle that does not move must not fool the predictions.
+        snapshot = dataclasses.replace(snapshot, vehicles=self._measured_vehicles(snapshot))
+        self._previous_vehicles = (
+            snapshot.time_s,
+            dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy, strict=True)),
+        )
         leader = hazards.leading_vehicle(snapshot, index, horizon_m=self.config.leader_horizon_m)
         leader_gap_m, leader_speed_mps = None, None
         if leader is not None:
-            leader_gap_m = float(leader.distance_m)
-            leader_speed_mps = self._leader_speed_mps(snapshot, leader, index)
-        crossing_gap_m = self._crossing_vehicle_m(snapshot, index)
+            leader_gap_m, leader_speed_mps = float(leader.distance_m), float(leader.speed_along_route_mps)
+        crossing_gap_m = self._crossing_vehicle_m(snapshot, index) if self.config.predict_crossing else None
         if crossing_gap_m is not None and (leader_gap_m is None or crossing_gap_m < leader_gap_m):
             leader_gap_m, leader_speed_mps = crossing_gap_m, 0.0
-        self._previous_vehicles = (snapshot.time_s, dict(zip(snapshot.vehicles.ids, snapshot.vehicles.xy, strict=True)))
         light = hazards.affecting_light(snapshot, index, horizon_m=self.config.light_horizon_m)
         walker_distance_m = self._nearest_walker_m(snapshot, index)
-        yield_distance_m = self._unsignalised_junction_conflict_m(snapshot, index, arc_now, light)
+        yield_distance_m = None
+        if self.config.yield_at_unsignalised_junctions:
+            yield_distance_m = self._unsignalised_junction_conflict_m(snapshot, index, arc_now, light)
         return ExpertObservation(
             speed_mps=ego.forward_speed_mps,
             command=int(route_command(route, index)),
@@ -119,25 +130,25 @@ class ExpertObserver:
             remaining_route_m=max(float(self._arc_m[-1]) - arc_now, 0.0),
         )
 
-    def _leader_speed_mps(self, snapshot: WorldSnapshot, leader: hazards.ActorHazard, index: int) -> float:
-        """The leader's speed along the route: the lower of the reported and the measured one.
+    def _measured_vehicles(self, snapshot: WorldSnapshot) -> ActorBoxes:
+        """The snapshot's vehicles with velocities measured from their last two positions.
 
-        The measured speed (its displacement since the last observation) guards against a
-        simulator that reports a speed for a vehicle that is in fact not moving.
+        A vehicle seen for the first time keeps its reported velocity.
         """
-        reported = float(leader.speed_along_route_mps)
+        vehicles = snapshot.vehicles
         previous = self._previous_vehicles
-        if previous is None:
-            return reported
+        if previous is None or len(vehicles) == 0:
+            return vehicles
         time_s, positions = previous
-        last_xy = positions.get(leader.actor_id)
         dt_s = snapshot.time_s - time_s
-        if last_xy is None or dt_s <= 0.0:
-            return reported
-        yaw = math.radians(float(snapshot.route.yaw_deg[index]))
-        moved = snapshot.vehicles.xy[leader.index] - last_xy
-        measured = float(moved[0] * math.cos(yaw) + moved[1] * math.sin(yaw)) / dt_s
-        return min(reported, measured)
+        if dt_s <= 0.0:
+            return vehicles
+        velocity = vehicles.velocity_xy.copy()
+        for k, vehicle_id in enumerate(vehicles.ids):
+            last_xy = positions.get(vehicle_id)
+            if last_xy is not None:
+                velocity[k] = (vehicles.xy[k] - last_xy) / dt_s
+        return dataclasses.replace(vehicles, velocity_xy=velocity)
 
     def _unsignalised_junction_conflict_m(
         self, snapshot: WorldSnapshot, index: int, arc_now: float, light: hazards.LightHazard | None

@@ -169,9 +169,23 @@ def test_driver_stops_for_a_walker_crossing_ahead():
 
 def test_driver_stops_at_a_stop_sign_once_then_goes():
     sign = testing.stop_line(20.0, LightState.RED, light_id="stop0")
-    driver = ExpertDriver()
-    approaching = testing.snapshot(0, (12.0, LANE_Y), speed_mps=5.0, stop_signs=sign)
+    driver, route = ExpertDriver(), testing.straight_route()
+    approaching = testing.snapshot(0, (12.0, LANE_Y), speed_mps=5.0, stop_signs=sign, route=route)
     assert driver.act(approaching)[0] < 0.0
-    stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign)
+    stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route)
     driver.act(stopped)  # the stop is served here
-    assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign))[0] > 0.0
+    assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
+
+
+def test_driver_brakes_for_a_car_about_to_cut_across_its_path():
+    # A car 6 m to the left (north), driving south at 6 m/s: in 1 s it is in the ego's lane.
+    crossing = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing))[0] < 0.0
+
+
+def test_a_car_that_reports_speed_but_never_moves_is_not_predicted_to_cut_in():
+    ghost = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    driver, route = ExpertDriver(), testing.straight_route()
+    driver.act(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route))
+    later = testing.snapshot(1, (8.5, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route)
+    assert driver.act(later)[0] > 0.0

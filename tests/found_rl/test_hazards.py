@@ -206,3 +206,23 @@ def test_stop_sign_hazard():
 def test_route_arclength_is_cumulative_distance():
     s = hazards.route_arclength_m(STRAIGHT)
     assert s[0] == 0.0 and s[-1] == pytest.approx(120.0) and np.all(np.diff(s) > 0)
+
+
+def test_a_line_crossed_twice_counts_where_the_ego_meets_it_next():
+    # Out east along y = 0 to x = 30, back west along y = 3; one long line at x = 20 spans both legs.
+    out = np.stack([np.arange(0.0, 31.0), np.zeros(31)], axis=1)
+    back = np.stack([np.arange(30.0, -1.0, -1.0), np.full(31, 3.0)], axis=1)
+    loop = route_from(np.concatenate([out, back]))
+    lights = lines([((20.0, -1.75), (20.0, 4.75))], [LightState.RED])
+    first = hazards.affecting_light(scene(lights=lights, route=loop), 0)
+    assert first.distance_m == pytest.approx(20.0 - EGO_HALF_LENGTH)
+    # Ego on the way back at x = 28 (waypoint 33), heading west: the line is 8 m ahead again.
+    back_scene = scene(lights=lights, route=loop, ego_xy=(28.0, 3.0), ego_yaw_deg=180.0)
+    assert hazards.affecting_light(back_scene, 33).distance_m == pytest.approx(8.0 - EGO_HALF_LENGTH, abs=1e-6)
+
+
+def test_moving_a_stop_line_is_seen_on_the_next_query():
+    near = scene(lights=lines([ACROSS_LANE_AT_20], [LightState.RED]))
+    far = scene(lights=lines([((30.0, -1.75), (30.0, 1.75))], [LightState.RED]))
+    assert hazards.affecting_light(near, START).distance_m == pytest.approx(20.0 - EGO_HALF_LENGTH)
+    assert hazards.affecting_light(far, START).distance_m == pytest.approx(30.0 - EGO_HALF_LENGTH)
