@@ -11,6 +11,7 @@ import importlib
 
 BENCHMARKS: dict[str, str] = {
     "sim": "env-steps/s of the SUMO DrivingEnv with and without BEV, reset time, memory",
+    "bev": "BEV renderer alone: ms per render on synthetic scenes of growing density",
     "sampler": "FAST vs single-clip and lock-step baselines: wall-clock per 10k valid transitions",
     "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",
     "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",

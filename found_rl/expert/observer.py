@@ -50,10 +50,10 @@ class ObserverConfig:
     stop_sign_horizon_m: float = 30.0
     walker_corridor_half_width_m: float = 1.7
     walker_predict_s: float = 1.0
-    predict_crossing: bool = True
+    predict_crossing: bool = False
     crossing_horizons_s: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     crossing_margin_m: float = 6.0
-    yield_at_unsignalised_junctions: bool = True
+    yield_at_unsignalised_junctions: bool = False
     yield_horizon_m: float = 25.0
     yield_radius_m: float = 20.0
     yield_min_speed_mps: float = 0.5

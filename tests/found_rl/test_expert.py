@@ -1,5 +1,6 @@
 """Expert behaviour on hand-built situations: steering toward the route, stopping for hazards."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -119,7 +120,7 @@ def test_observation_json_round_trip_and_errors():
 # --- the whole driver on hand-built snapshots (found_rl.testing's straight road) ---------
 
 from found_rl import testing  # noqa: E402
-from found_rl.expert import ExpertDriver  # noqa: E402
+from found_rl.expert import ExpertDriver, ObserverConfig  # noqa: E402
 from found_rl.sim.snapshot import LightState  # noqa: E402
 
 LANE_Y = testing.EAST_LANE_Y
@@ -177,15 +178,33 @@ def test_driver_stops_at_a_stop_sign_once_then_goes():
     assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
 
 
-def test_driver_brakes_for_a_car_about_to_cut_across_its_path():
+PREDICTING = ObserverConfig(predict_crossing=True)
+
+
+def test_predicting_driver_brakes_for_a_car_about_to_cut_across_its_path():
     # A car 6 m to the left (north), driving south at 6 m/s: in 1 s it is in the ego's lane.
     crossing = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing))[0] < 0.0
+    scene = testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing)
+    assert ExpertDriver(observer_config=PREDICTING).act(scene)[0] < 0.0
+    assert ExpertDriver().act(scene)[0] > 0.0  # prediction is opt-in
 
 
 def test_a_car_that_reports_speed_but_never_moves_is_not_predicted_to_cut_in():
     ghost = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    driver, route = ExpertDriver(), testing.straight_route()
+    driver, route = ExpertDriver(observer_config=PREDICTING), testing.straight_route()
     driver.act(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route))
     later = testing.snapshot(1, (8.5, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route)
     assert driver.act(later)[0] > 0.0
+
+
+def test_yielding_driver_gives_way_at_a_junction_without_lights():
+    base = testing.straight_route()
+    # Waypoints from x = 20 m on lie on a junction-internal lane (SUMO ids start with ':').
+    lane_ids = tuple(":J0_0_0" if x >= 20.0 else "east" for x in base.xy[:, 0])
+    route = dataclasses.replace(base, lane_ids=lane_ids)
+    crossing = testing.boxes([(22.0, LANE_Y - 12.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    scene = testing.snapshot(0, (6.0, LANE_Y), speed_mps=5.0, vehicles=crossing, route=route)
+    yielding = ExpertDriver(observer_config=ObserverConfig(yield_at_unsignalised_junctions=True))
+    assert yielding.act(scene)[0] < 0.0
+    assert yielding.last_observation.yield_distance_m == pytest.approx(20.0 - 6.0 - testing.EGO_HALF_EXTENT[0])
+    assert ExpertDriver().act(scene)[0] > 0.0  # yielding is opt-in

@@ -1,0 +1,17 @@
+"""``found-rl bench bev``: the BEV renderer alone, on synthetic scenes (see ``found_rl.bev.benchmark``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=float, default=2.0, help="minimum timing time per case")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from found_rl.bev.benchmark import main
+
+    argv = ["--seconds", str(args.seconds)] + (["--json"] if args.json else [])
+    return main(argv)
