@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,6 +24,8 @@ _OVERLAP_MARGIN_M = 0.3
 """Slack on the overlap test so boxes that only touch after pixel rounding count as overlapping."""
 
 _NO_INDICES = np.zeros(0, np.intp)
+_NO_LINES = np.zeros(0, np.complex128)
+_NO_CULL = np.zeros(0, np.float64)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class HistoryFrame:
         line_groups: ``(value, start, stop)``: points ``start:stop`` are segment endpoints drawn
             with channel value ``value``, ascending so the larger value wins where lines cross.
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
+        line_centres: ``(L,)`` complex midpoints of the segments in ``line_groups`` order (for culling).
+        line_cull_distance_m: ``(L,)`` midpoint distance from the ego beyond which a segment,
+            drawn with its thickness, cannot touch the view.
     """
 
     time_s: float
@@ -56,6 +62,8 @@ class HistoryFrame:
     refill_walkers: np.ndarray
     line_groups: tuple[tuple[int, int, int], ...]
     stop_sign_lines: np.ndarray
+    line_centres: np.ndarray
+    line_cull_distance_m: np.ndarray
 
 
 def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFrame:
@@ -84,21 +92,115 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
     refill = _overlapping(centres, yaw_deg, half_extent, radii)
     num_refill_vehicles = int(np.searchsorted(refill, num_vehicles))
 
-    line_parts, line_groups = _stop_lines(snapshot, config, first_point=4 * len(radii))
+    lines = _stop_line_layout(snapshot, config)
     stop_sign_lines = np.asarray(snapshot.stop_signs.segments, dtype=np.float64).reshape(-1, 2, 2)
-    points = np.concatenate([corners.reshape(-1, 2), *line_parts]) if line_parts else corners.reshape(-1, 2)
+    first_line_point = 4 * len(radii)
+    if len(lines.points_xy):
+        points = np.concatenate([corners.reshape(-1, 2), lines.points_xy])
+    else:
+        points = corners.reshape(-1, 2)
     return HistoryFrame(
         time_s=float(snapshot.time_s),
         points_xy=points.reshape(-1, 1, 2),
         num_vehicles=num_vehicles,
         num_walkers=num_walkers,
         centres=centres.view(np.complex128).ravel(),
-        cull_distance_m=radii + config.view_radius_m,
+        cull_distance_m=radii + _derived(config).view_radius_m,
         refill_vehicles=refill[:num_refill_vehicles],
         refill_walkers=refill[num_refill_vehicles:],
-        line_groups=tuple(line_groups),
+        line_groups=tuple((value, first_line_point + start, first_line_point + stop) for value, start, stop in lines.groups),
         stop_sign_lines=stop_sign_lines,
+        line_centres=lines.centres,
+        line_cull_distance_m=lines.cull_distance_m,
     )
+
+
+@dataclass(frozen=True)
+class _StopLineLayout:
+    """Stop-line endpoints of one snapshot in drawing order (see :func:`_stop_lines`).
+
+    Attributes:
+        points_xy: ``(2L, 2)`` float64 segment endpoints, sorted by channel value.
+        groups: ``(value, start, stop)`` point ranges, counted from the first line point.
+        centres: ``(L,)`` complex segment midpoints.
+        cull_distance_m: ``(L,)`` midpoint distance from the ego beyond which a segment, drawn
+            with its thickness, cannot touch the view.
+    """
+
+    points_xy: np.ndarray
+    groups: tuple[tuple[int, int, int], ...]
+    centres: np.ndarray
+    cull_distance_m: np.ndarray
+
+
+_NO_LAYOUT = _StopLineLayout(np.zeros((0, 2)), (), _NO_LINES, _NO_CULL)
+_LAYOUT_CACHE_SIZE = 16
+_layout_cache: dict[tuple, _StopLineLayout] = {}
+
+
+def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> _StopLineLayout:
+    """The stop-line layout, memoised on the lines' geometry and states.
+
+    Lights change state every few seconds and never move, so nearly every step repeats the
+    previous step's layout; the key holds the arrays' bytes, so any change is seen.
+    """
+    lights, signs = snapshot.traffic_lights, snapshot.stop_signs
+    if not len(lights) and not len(signs):
+        return _NO_LAYOUT
+    key = (
+        id(_derived(config).config),  # the memo keeps the config alive, so its id stays unique
+        np.asarray(lights.segments).tobytes(),
+        np.asarray(lights.states).tobytes(),
+        np.asarray(signs.segments).tobytes(),
+    )
+    layout = _layout_cache.get(key)
+    if layout is None:
+        parts, groups = _stop_lines(snapshot, config, first_point=0)
+        points = np.concatenate(parts)
+        # Most of a town's stop lines are far from the ego; drawing them (thick, round-capped)
+        # costs OpenCV work even off view, so renders skip those provably outside it.
+        ends = np.ascontiguousarray(points).view(np.complex128).reshape(-1, 2)
+        layout = _StopLineLayout(
+            points_xy=points,
+            groups=tuple(groups),
+            centres=0.5 * (ends[:, 0] + ends[:, 1]),
+            cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _derived(config).line_reach_m,
+        )
+        for array in (layout.points_xy, layout.centres, layout.cull_distance_m):
+            array.flags.writeable = False  # shared by every frame with the same lines
+        if len(_layout_cache) >= _LAYOUT_CACHE_SIZE:
+            _layout_cache.clear()
+        _layout_cache[key] = layout
+    return layout
+
+
+class _Derived(NamedTuple):
+    """Constants derived from a :class:`BevConfig` that every frame needs.
+
+    Attributes:
+        view_radius_m: ``config.view_radius_m``.
+        line_reach_m: the view radius plus a drawn stop line's half thickness (caps included)
+            and a pixel of slack.
+    """
+
+    config: BevConfig
+    view_radius_m: float
+    line_reach_m: float
+
+
+_derived_cache: dict[int, _Derived] = {}
+
+
+def _derived(config: BevConfig) -> _Derived:
+    """Memoised by identity: hashing a ``BevConfig`` costs more than computing these."""
+    derived = _derived_cache.get(id(config))
+    if derived is None or derived.config is not config:
+        reach_m = config.view_radius_m + (0.5 * config.stop_line_width_px + 2.0) / config.pixels_per_m
+        derived = _Derived(config, config.view_radius_m, reach_m)
+        if len(_derived_cache) >= 8:
+            _derived_cache.clear()
+        _derived_cache[id(config)] = derived
+    return derived
 
 
 class FrameHistory:

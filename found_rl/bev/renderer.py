@@ -44,9 +44,15 @@ class BevRenderer:
         self._static_bits = np.zeros((size, size), np.uint8)
         self._pool = MaxPool(self._masks.shape, config.pool)
         self._flag = np.zeros((size, size), np.uint8)
+        # (vehicle, walker, light) channel views of each history slot, made once.
+        self._slot_channels = [
+            (self._masks[v], self._masks[w], self._masks[l])
+            for v, w, l in zip(config.vehicle_channels, config.walker_channels, config.light_channels)
+        ]
         self._history = FrameHistory(config)
         self._raster: StaticRaster | None = None
         self._raster_map_id: str | None = None
+        self._raster_to_world = np.eye(3)  # (3, 3) raster (col, row, 1) -> world (x, y, 1)
         self._route_id: int | None = None
         self._route_index: int | None = None
         self._last_affine: np.ndarray | None = None
@@ -98,7 +104,9 @@ class BevRenderer:
         ego = snapshot.ego
         affine = world_to_pixel_affine(ego.xy, ego.yaw_deg, config.pixels_per_m, self._ego_pixel)
         masks = self._masks
-        masks.fill(0)
+        # Road and markings are overwritten whole by _draw_static; clear only the other layers.
+        masks[ROUTE_CHANNEL].fill(0)
+        masks[MARKING_CHANNEL + 1 :].fill(0)
 
         self._draw_static(snapshot.map, affine)
         self._draw_route(snapshot, affine, route_index)
@@ -114,13 +122,20 @@ class BevRenderer:
             centres = np.concatenate([frame.centres for frame in frames])
             cull_distance_m = np.concatenate([frame.cull_distance_m for frame in frames])
             is_visible = np.abs(centres - complex(float(ego.xy[0]), float(ego.xy[1]))) <= cull_distance_m
-        first_point = first_box = 0
+        line_centres = np.concatenate([frame.line_centres for frame in frames])
+        is_line_visible = line_centres
+        if len(line_centres):
+            line_cull_m = np.concatenate([frame.line_cull_distance_m for frame in frames])
+            is_line_visible = np.abs(line_centres - complex(float(ego.xy[0]), float(ego.xy[1]))) <= line_cull_m
+        first_point = first_box = first_line = 0
         for slot, frame in enumerate(frames):
             num_points, num_boxes = len(frame.points_xy), frame.num_vehicles + frame.num_walkers
+            num_lines = len(frame.line_centres)
             frame_pixels = pixels[first_point : first_point + num_points]
             visible = None if is_visible is None else is_visible[first_box : first_box + num_boxes]
-            self._draw_frame(slot, frame, frame_pixels, visible)
-            first_point, first_box = first_point + num_points, first_box + num_boxes
+            lines_visible = is_line_visible[first_line : first_line + num_lines]
+            self._draw_frame(slot, frame, frame_pixels, visible, lines_visible)
+            first_point, first_box, first_line = first_point + num_points, first_box + num_boxes, first_line + num_lines
 
         self._last_affine = affine
         self._last_frames = frames
@@ -151,13 +166,13 @@ class BevRenderer:
                 geometry, config.pixels_per_m, config.marking_width_px, config.max_static_pixels
             )
             self._raster_map_id = geometry.map_id
+            self._raster_to_world = np.vstack([self._raster.pixel_to_world_affine(), [0.0, 0.0, 1.0]])
         return self._raster
 
     def _draw_static(self, geometry: MapGeometry, affine: np.ndarray) -> None:
         """Crop road and markings out of the cached raster with one nearest-neighbour warp."""
         raster = self._raster_for(geometry)
-        to_world = np.vstack([raster.pixel_to_world_affine(), [0.0, 0.0, 1.0]])
-        raster_to_bev = affine @ to_world
+        raster_to_bev = affine @ self._raster_to_world
         cv2.warpAffine(
             raster.bits,
             raster_to_bev,
@@ -185,27 +200,35 @@ class BevRenderer:
         waypoints = route.xy[start : route_index + self.config.route_waypoints]
         draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
 
-    def _draw_frame(self, slot: int, frame: HistoryFrame, pixels: np.ndarray, is_visible: np.ndarray | None) -> None:
+    def _draw_frame(
+        self,
+        slot: int,
+        frame: HistoryFrame,
+        pixels: np.ndarray,
+        is_visible: np.ndarray | None,
+        is_line_visible: np.ndarray,
+    ) -> None:
         """Draw one history frame (its fixed-point ``pixels``) into its channels.
 
-        ``is_visible`` marks the boxes that may touch the view (``None``: draw them all).
+        ``is_visible`` marks the boxes that may touch the view (``None``: draw them all);
+        ``is_line_visible`` the stop-line segments that may (one per segment of ``line_groups``).
         """
-        config = self.config
-        masks = self._masks
-        num_vehicles = frame.num_vehicles
-        if num_vehicles + frame.num_walkers:
-            corners = pixels[: 4 * (num_vehicles + frame.num_walkers)].reshape(-1, 4, 2)
+        vehicle_channel, walker_channel, light_channel = self._slot_channels[slot]
+        num_vehicles, num_boxes = frame.num_vehicles, frame.num_vehicles + frame.num_walkers
+        if num_boxes:
+            corners = pixels[: 4 * num_boxes].reshape(-1, 4, 2)
             vehicles, walkers = corners[:num_vehicles], corners[num_vehicles:]
             if is_visible is not None:
                 vehicles, walkers = vehicles[is_visible[:num_vehicles]], walkers[is_visible[num_vehicles:]]
             refill_vehicles = corners[frame.refill_vehicles] if len(frame.refill_vehicles) else ()
             refill_walkers = corners[frame.refill_walkers] if len(frame.refill_walkers) else ()
-            fill_boxes(masks[config.vehicle_channels[slot]], vehicles, refill_vehicles)
-            fill_boxes(masks[config.walker_channels[slot]], walkers, refill_walkers)
-        light_channel = masks[config.light_channels[slot]]
+            fill_boxes(vehicle_channel, vehicles, refill_vehicles)
+            fill_boxes(walker_channel, walkers, refill_walkers)
+        width_px = self.config.stop_line_width_px
         for value, start, stop in frame.line_groups:
-            draw_segments(light_channel, pixels[start:stop].reshape(-1, 2, 2), config.stop_line_width_px, value)
-
+            segments = pixels[start:stop].reshape(-1, 2, 2)
+            keep = is_line_visible[(start - 4 * num_boxes) // 2 : (stop - 4 * num_boxes) // 2]
+            draw_segments(light_channel, segments[keep], width_px, value)
 
 def split_static_bits(
     bits: np.ndarray, road: np.ndarray, markings: np.ndarray, scratch: np.ndarray, config: BevConfig

@@ -68,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from found_rl import DRIVING_ENV_ID
-    from found_rl.evaluation.agents import make_agent
+    from found_rl.evaluation.agents import make_agent, parse_agent_spec
     from found_rl.evaluation.report import print_summary
     from found_rl.evaluation.results import ResultsFile
     from found_rl.evaluation.runner import evaluate
     from found_rl.routes import parse_routes
 
+    parse_agent_spec(args.agent)
     scenario = prepare_scenario(args.scenario, args.routes)
     num_routes = len(parse_routes(scenario.routes.file))
     identity = {

@@ -74,6 +74,18 @@ class CheckpointAgent:
         pass
 
 
+def parse_agent_spec(spec: str) -> tuple[str, str]:
+    """Split ``expert`` / ``checkpoint:PATH`` / ``advisor:URL`` into ``(kind, argument)``.
+
+    Raises:
+        ValueError: for anything else (names the spec and the allowed forms).
+    """
+    kind, _, argument = spec.partition(":")
+    if spec == "expert" or (kind in ("checkpoint", "advisor") and argument):
+        return kind, argument
+    raise ValueError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
+
+
 def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.0) -> Any:
     """Build the agent named by ``spec``.
 
@@ -81,13 +93,11 @@ def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.
         ValueError: for an unknown spec or an unreachable advisor.
         FileNotFoundError: for a missing checkpoint.
     """
-    kind, _, argument = spec.partition(":")
-    if spec == "expert":
-        return ExpertAgent()
-    if kind == "checkpoint" and argument:
+    kind, argument = parse_agent_spec(spec)
+    if kind == "checkpoint":
         return CheckpointAgent(argument, device=device)
-    if kind == "advisor" and argument:
+    if kind == "advisor":
         from found_rl.evaluation.advisor_agent import AdvisorAgent
 
         return AdvisorAgent(argument, timeout_s=advisor_timeout_s)
-    raise ValueError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
+    return ExpertAgent()

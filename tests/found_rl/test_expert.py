@@ -175,7 +175,9 @@ def test_driver_stops_at_a_stop_sign_once_then_goes():
     assert driver.act(approaching)[0] < 0.0
     stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route)
     driver.act(stopped)  # the stop is served here
-    assert driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
+    assert (
+        driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
+    )
 
 
 PREDICTING = ObserverConfig(predict_crossing=True)
@@ -203,8 +205,10 @@ def test_yielding_driver_gives_way_at_a_junction_without_lights():
     lane_ids = tuple(":J0_0_0" if x >= 20.0 else "east" for x in base.xy[:, 0])
     route = dataclasses.replace(base, lane_ids=lane_ids)
     crossing = testing.boxes([(22.0, LANE_Y - 12.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    scene = testing.snapshot(0, (6.0, LANE_Y), speed_mps=5.0, vehicles=crossing, route=route)
+    scene = testing.snapshot(0, (10.0, LANE_Y), speed_mps=5.0, vehicles=crossing, route=route)
     yielding = ExpertDriver(observer_config=ObserverConfig(yield_at_unsignalised_junctions=True))
     assert yielding.act(scene)[0] < 0.0
-    assert yielding.last_observation.yield_distance_m == pytest.approx(20.0 - 6.0 - testing.EGO_HALF_EXTENT[0])
+    assert yielding.last_observation.yield_distance_m == pytest.approx(
+        20.0 - 10.0 - testing.EGO_HALF_EXTENT[0]
+    )
     assert ExpertDriver().act(scene)[0] > 0.0  # yielding is opt-in
