@@ -60,6 +60,7 @@ EGO_ID = "ego"
 NUM_WARM_STATES = 4
 WARM_STATE_SPACING_S = 15.0
 SPAWN_CLEARANCE_M = 15.0
+SPAWN_MARGIN_M = 0.5  # between the ego's rear and the start of its first lane
 WALKER_CLEARANCE_M = 5.0
 MOVE_MATCH_M = 5.0  # how far from a lane SUMO still maps the ego onto it
 # Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
@@ -117,6 +118,7 @@ class SumoBackend:
         self._step = 0
         self._num_walkers = 0
         self._ego_route_id = ""
+        self._spawn_index = 0
         self._earliest_switch_s = -np.inf
         self._ego_half_extent = np.array(
             [vehicle.length_m / 2.0, vehicle.width_m / 2.0]
@@ -203,9 +205,11 @@ class SumoBackend:
             ts.load([*self._sumo_options(), "--load-state", warm_state])
             self._trips.restore_routes(ts)
         else:
+            self._empty_network()
             ts.simulation.loadState(warm_state)
             self._resync_traffic_lights()
-        start_xy = self.frame.to_sumo_xy(self._route.xy[0])
+        self._spawn_index = self._ego_spawn_index(self._route)
+        start_xy = self.frame.to_sumo_xy(self._route.xy[self._spawn_index])
         self._thin_traffic(rng, start_xy)
         self._insert_ego()
         self._lights.set_route(self._route.lane_ids)
@@ -215,6 +219,28 @@ class SumoBackend:
         self._controls = Controls(0.0, 0.0, 0.0)
         self._resets += 1
         return self._snapshot()
+
+    def _empty_network(self) -> None:
+        """Remove every actor and let SUMO take them off its lanes before a ``loadState``.
+
+        ``loadState`` over a populated network leaves stale lane and junction registrations of
+        the replaced vehicles behind: some loaded vehicles then never move again while
+        reporting their speed (about a third of the traffic on town_grid). Removals only take
+        effect in the next step, so one (cheap, empty) step runs first.
+        """
+        ts = self._libsumo
+        vehicles = ts.vehicle.getIDList()
+        if EGO_ID in vehicles:
+            # A subscription to a vehicle that is gone fails the step.
+            radius = self.scenario.traffic.observe_radius_m
+            ts.vehicle.unsubscribe(EGO_ID)
+            ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius)
+            ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_PERSON_VARIABLE, radius)
+        for vehicle in (*vehicles, *ts.simulation.getPendingVehicles()):
+            ts.vehicle.remove(vehicle)
+        for walker in ts.person.getIDList():
+            ts.person.remove(walker)
+        ts.simulation.step()
 
     def _resync_traffic_lights(self) -> None:
         """Re-apply each light's loaded phase so its links forget the previous episode's signals."""
@@ -312,21 +338,24 @@ class SumoBackend:
         """Add the ego at the route start, standing, and subscribe to what it sees."""
         ts = self._libsumo
         route = self._route
-        start_lane = route.lane_ids[0]
+        start = self._spawn_index
+        start_lane = route.lane_ids[start]
         self._ego = VehicleState(
-            float(route.xy[0, 0]), float(route.xy[0, 1]), float(route.yaw_deg[0])
+            float(route.xy[start, 0]),
+            float(route.xy[start, 1]),
+            float(route.yaw_deg[start]),
         )
         self._ego_route_id = f"ego_route{self._resets}"
         edges = [
             lane.rsplit("_", 1)[0]
-            for lane in dict.fromkeys(route.lane_ids)
+            for lane in dict.fromkeys(route.lane_ids[start:])
             if not lane.startswith(":")
         ]
         edges = list(dict.fromkeys(edges)) or [start_lane.rsplit("_", 1)[0]]
         ts.route.add(self._ego_route_id, edges)
         shape = self.planner.shape(start_lane)
         front = self.planner.project_onto(
-            shape, self.frame.to_sumo_xy(route.xy[min(3, len(route.xy) - 1)])
+            shape, self.frame.to_sumo_xy(route.xy[min(start + 3, len(route.xy) - 1)])
         )
         lane_length = self.planner.lane_length(start_lane)
         depart_pos = float(
@@ -336,6 +365,22 @@ class SumoBackend:
             start_lane.rsplit("_", 1)[1] if not start_lane.startswith(":") else "best"
         )
         self._add_ego_vehicle(depart_lane=lane_index, depart_pos=f"{depart_pos:.2f}")
+
+    def _ego_spawn_index(self, route: Route) -> int:
+        """First route waypoint with the whole ego box on its lane.
+
+        A route may start at the very beginning of a lane; on an edge that starts at the map
+        border the rear of a car centred there would hang off the road.
+        """
+        lane = route.lane_ids[0]
+        lane_pos_m = self.planner.project_onto(
+            self.planner.shape(lane), self.frame.to_sumo_xy(route.xy[0])
+        )
+        missing_m = self.vehicle.length_m / 2.0 + SPAWN_MARGIN_M - lane_pos_m
+        if missing_m <= 0.0 or len(route.xy) < 2:
+            return 0
+        along_m = np.cumsum(np.linalg.norm(np.diff(route.xy, axis=0), axis=1))
+        return min(int(np.searchsorted(along_m, missing_m)) + 1, len(route.xy) - 1)
 
     def _add_ego_vehicle(
         self, depart_lane: str = "best", depart_pos: str = "base"

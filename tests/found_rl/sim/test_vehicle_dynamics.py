@@ -1,5 +1,6 @@
 """The ego's kinematic bicycle model: limits and turning geometry."""
 
+import dataclasses
 import math
 
 import pytest
@@ -44,8 +45,10 @@ def test_speed_never_exceeds_top_speed():
 
 def test_positive_steer_turns_right_in_the_carla_frame():
     state = drive(
-        Controls(0.5, 1.0, 0.0), 20, VehicleState(0.0, 0.0, 0.0, speed_mps=5.0)
+        Controls(0.5, 1.0, 0.0), 5, VehicleState(0.0, 0.0, 0.0, speed_mps=5.0)
     )
+    # Less than a quarter turn (at full lock the car circles in about 2 s).
+    assert state.yaw_deg < 90.0
     # Heading east, turning right means towards +y (south) with growing yaw.
     assert state.yaw_deg > 0.0 and state.y_m > 0.0
 
@@ -74,3 +77,14 @@ def test_steady_turn_follows_the_bicycle_radius():
     assert math.radians(state.yaw_deg - start_yaw) == pytest.approx(
         expected_yaw_rate, rel=1e-6
     )
+
+
+def test_default_car_turns_tighter_than_a_junction_corner():
+    """SUMO's junction-internal lanes turn at about 4 m radius; the ego must follow them."""
+    params = dataclasses.replace(VehicleParams(), drag_mps2=0.0)
+    state = VehicleState(
+        0.0, 0.0, 0.0, speed_mps=3.0, wheel_angle_deg=params.max_steer_deg
+    )
+    turned = step_vehicle(state, Controls(0.0, 1.0, 0.0), 0.1, params)
+    radius_m = 3.0 * 0.1 / math.radians(turned.yaw_deg - state.yaw_deg)
+    assert radius_m < 4.0

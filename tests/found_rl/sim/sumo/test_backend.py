@@ -8,6 +8,7 @@ import pytest
 import shapely
 
 from found_rl.actions import Controls, RoadOption
+from found_rl.infractions.geometry import drivable_area
 from found_rl.routes import RouteSpec, write_routes
 from found_rl.scenario import load_scenario, parse_scenario
 from found_rl.sim.backend import Backend, make_backend
@@ -319,3 +320,71 @@ def test_carla_backend_gives_install_advice():
     )
     with pytest.raises(ValueError, match=r"install found-rl\[carla\]"):
         make_backend(scenario)
+
+
+def test_no_vehicle_freezes_after_many_fast_resets(write_scenario):
+    """Loading a warm state over a populated network once froze a third of the traffic."""
+    traffic = {"vehicles": 30, "walkers": 4, "warmup_s": 20, "observe_radius_m": 500.0}
+    backend = make_backend(load_scenario(write_scenario({"traffic": traffic})))
+    try:
+        for seed in range(4):
+            rollout(backend, seed=seed, steps=100)
+        snapshot = backend.reset(seed=7)
+        unmoved_s: dict[str, float] = {}
+        last_xy: dict[str, np.ndarray] = {}
+        frozen = set()
+        for _ in range(400):
+            snapshot = backend.step(Controls(0.0, 0.0, 1.0))
+            boxes = snapshot.vehicles
+            for index, vehicle in enumerate(boxes.ids):
+                xy = boxes.xy[index]
+                moved = vehicle not in last_xy or np.hypot(*(xy - last_xy[vehicle])) > 1e-3
+                unmoved_s[vehicle] = 0.0 if moved else unmoved_s[vehicle] + 0.1
+                last_xy[vehicle] = xy.copy()
+                # Standing still while SUMO reports it moving: a frozen vehicle.
+                if unmoved_s[vehicle] > 10.0 and boxes.speed_mps[index] > 1.0:
+                    frozen.add(vehicle)
+        assert not frozen, f"vehicles unmoved for 10 s at a reported speed: {sorted(frozen)}"
+    finally:
+        backend.close()
+
+
+def test_fast_resets_replay_an_episode_whatever_ran_before(write_scenario):
+    traffic = {"vehicles": [15, 20], "walkers": [4, 6], "warmup_s": 10}
+    backend = make_backend(load_scenario(write_scenario({"traffic": traffic})))
+    try:
+        first = [fingerprint(s) for s in rollout(backend, seed=3, steps=300)]
+        rollout(backend, seed=5, steps=300)
+        rollout(backend, seed=8, steps=300)
+        again = [fingerprint(s) for s in rollout(backend, seed=3, steps=300)]
+    finally:
+        backend.close()
+    assert first == again
+
+
+def test_the_ego_spawns_with_its_whole_box_on_the_road(tmp_path, write_scenario, backend):
+    """Routes that start where a lane leaves the map border still put the ego on the road."""
+    planner, frame = backend.planner, backend.frame
+    specs = []
+    for lane in planner.drivable_lanes:
+        shape = planner.shape(lane.getID())
+        start = shape[0] + 0.3 * (shape[1] - shape[0]) / np.hypot(*(shape[1] - shape[0]))
+        specs.append(
+            RouteSpec(lane.getID(), "", frame.to_carla_xy(np.stack([start, shape[-1]])))
+        )
+    write_routes(tmp_path / "lane_starts.xml", specs)
+    scenario = write_scenario({"routes": {"file": str(tmp_path / "lane_starts.xml")}})
+    with_routes = make_backend(load_scenario(scenario))
+    try:
+        area = drivable_area(with_routes.map)
+        for index in range(with_routes.num_routes):
+            ego = with_routes.reset(seed=index, route_index=index).ego
+            yaw = np.radians(ego.yaw_deg)
+            forward = np.array([np.cos(yaw), np.sin(yaw)]) * ego.half_extent[0]
+            left = np.array([-np.sin(yaw), np.cos(yaw)]) * ego.half_extent[1]
+            corners = ego.xy + np.array(
+                [forward + left, forward - left, -forward + left, -forward - left]
+            )
+            assert area.outside_distance_m(corners).max() == 0.0, specs[index].route_id
+    finally:
+        with_routes.close()
