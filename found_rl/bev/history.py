@@ -47,7 +47,8 @@ class HistoryFrame:
         line_groups: ``(value, start, stop)``: points ``start:stop`` are segment endpoints drawn
             with channel value ``value``, ascending so the larger value wins where lines cross.
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
-        line_centres: ``(L,)`` complex midpoints of the segments in ``line_groups`` order (for culling).
+        line_centres: ``(L,)`` complex midpoints of the stop-line segments, in ``points_xy``
+            order (for culling).
         line_cull_distance_m: ``(L,)`` midpoint distance from the ego beyond which a segment,
             drawn with its thickness, cannot touch the view.
     """
@@ -108,7 +109,7 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
         cull_distance_m=radii + _derived(config).view_radius_m,
         refill_vehicles=refill[:num_refill_vehicles],
         refill_walkers=refill[num_refill_vehicles:],
-        line_groups=tuple((value, first_line_point + start, first_line_point + stop) for value, start, stop in lines.groups),
+        line_groups=tuple((value, first_line_point + a, first_line_point + b) for value, a, b in lines.groups),
         stop_sign_lines=stop_sign_lines,
         line_centres=lines.centres,
         line_cull_distance_m=lines.cull_distance_m,
@@ -135,7 +136,7 @@ class _StopLineLayout:
 
 _NO_LAYOUT = _StopLineLayout(np.zeros((0, 2)), (), _NO_LINES, _NO_CULL)
 _LAYOUT_CACHE_SIZE = 16
-_layout_cache: dict[tuple, _StopLineLayout] = {}
+_layout_cache: dict[tuple, tuple[BevConfig, _StopLineLayout]] = {}
 
 
 def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> _StopLineLayout:
@@ -147,30 +148,39 @@ def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> _StopLineLa
     lights, signs = snapshot.traffic_lights, snapshot.stop_signs
     if not len(lights) and not len(signs):
         return _NO_LAYOUT
-    key = (
-        id(_derived(config).config),  # the memo keeps the config alive, so its id stays unique
-        np.asarray(lights.segments).tobytes(),
-        np.asarray(lights.states).tobytes(),
-        np.asarray(signs.segments).tobytes(),
+    light_segments, states, sign_segments = (
+        np.asarray(lights.segments),
+        np.asarray(lights.states),
+        np.asarray(signs.segments),
     )
-    layout = _layout_cache.get(key)
-    if layout is None:
-        parts, groups = _stop_lines(snapshot, config, first_point=0)
-        points = np.concatenate(parts)
-        # Most of a town's stop lines are far from the ego; drawing them (thick, round-capped)
-        # costs OpenCV work even off view, so renders skip those provably outside it.
-        ends = np.ascontiguousarray(points).view(np.complex128).reshape(-1, 2)
-        layout = _StopLineLayout(
-            points_xy=points,
-            groups=tuple(groups),
-            centres=0.5 * (ends[:, 0] + ends[:, 1]),
-            cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _derived(config).line_reach_m,
-        )
-        for array in (layout.points_xy, layout.centres, layout.cull_distance_m):
-            array.flags.writeable = False  # shared by every frame with the same lines
-        if len(_layout_cache) >= _LAYOUT_CACHE_SIZE:
-            _layout_cache.clear()
-        _layout_cache[key] = layout
+    key = (
+        id(config),  # the entry holds the config, so no other config can take over this id
+        light_segments.dtype.str,
+        light_segments.tobytes(),
+        states.dtype.str,
+        states.tobytes(),
+        sign_segments.dtype.str,
+        sign_segments.tobytes(),
+    )
+    cached = _layout_cache.get(key)
+    if cached is not None and cached[0] is config:
+        return cached[1]
+    parts, groups = _stop_lines(snapshot, config, first_point=0)
+    points = np.concatenate(parts)
+    # Most of a town's stop lines are far from the ego; drawing them (thick, round-capped)
+    # costs OpenCV work even off view, so renders skip those provably outside it.
+    ends = np.ascontiguousarray(points).view(np.complex128).reshape(-1, 2)
+    layout = _StopLineLayout(
+        points_xy=points,
+        groups=tuple(groups),
+        centres=0.5 * (ends[:, 0] + ends[:, 1]),
+        cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _derived(config).line_reach_m,
+    )
+    for array in (layout.points_xy, layout.centres, layout.cull_distance_m):
+        array.flags.writeable = False  # shared by every frame with the same lines
+    if len(_layout_cache) >= _LAYOUT_CACHE_SIZE:
+        _layout_cache.clear()
+    _layout_cache[key] = (config, layout)
     return layout
 
 

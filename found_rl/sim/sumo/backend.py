@@ -9,13 +9,13 @@ and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's drivers see it
 
 Determinism: SUMO's own driver randomness is switched off and every random choice comes from
 the reset seed, so a process that makes the same resets with the same seeds and controls
-replays exactly, and a reset's first snapshot depends on its seed alone. SUMO's
-``loadState`` does not restore all junction bookkeeping, though, so with the default
-``traffic.reset: fast`` an episode that follows other episodes in the same process can, rarely,
-drift by centimetres from its replay after some seconds. ``traffic.reset: exact`` reloads the
-network as well (``libsumo.load`` with ``--load-state``, tens of ms per reset), after which
-every episode replays exactly whatever ran before (tests/found_rl/sim/sumo/test_backend.py
-checks each guarantee).
+replays exactly, and a reset's first snapshot depends on its seed alone. ``loadState`` over a
+populated network leaves the replaced vehicles' lane and junction registrations behind (loaded
+vehicles then freeze mid-lane while reporting a speed, and episodes depend on what ran
+before), so a fast reset first removes every actor and runs one empty step; after that an
+episode replays exactly whatever ran before it. ``traffic.reset: exact`` reloads the network as
+well (``libsumo.load`` with ``--load-state``, tens of ms per reset) as a fallback
+(tests/found_rl/sim/sumo/test_backend.py checks each guarantee).
 """
 
 from __future__ import annotations
@@ -419,12 +419,17 @@ class SumoBackend:
         x, y, angle = self.frame.centre_to_front_sumo_scalar(
             self._ego.x_m, self._ego.y_m, self._ego.yaw_deg, self.vehicle.length_m / 2.0
         )
+        move, error = self._libsumo.vehicle.moveToXY, self._libsumo.TraCIException
         try:
-            self._libsumo.vehicle.moveToXY(
-                EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M
-            )
-        except self._libsumo.TraCIException:
-            pass  # the ego is off every lane: SUMO keeps its last pose, our model keeps the truth
+            # On its route, the ego is matched to the route's own lanes: inside a junction the
+            # nearest lane is often another connection's, and SUMO's drivers would then judge
+            # conflicts (who yields to whom) against a path the ego is not taking.
+            move(EGO_ID, "", -1, x, y, angle, keepRoute=3, matchThreshold=MOVE_MATCH_M)
+        except error:
+            try:
+                move(EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M)
+            except error:
+                pass  # off every lane: SUMO keeps its last pose, our model keeps the truth
 
     def _respawn(self, rng: np.random.Generator, num_walkers: int) -> None:
         """Replace background actors that reached their destination."""

@@ -3,11 +3,14 @@ ARCHITECTURE §4 geometry (192 px, 5 px/m, ego at row 152 = 192 - 40, column 96,
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
 from found_rl.bev import BevConfig, BevRenderer
+from found_rl.bev.layers import FIXED_POINT_BITS, FIXED_POINT_SCALE
 from found_rl.bev.scenes import GREEN, LANE_Y, RED, YELLOW, boxes, snapshot, stop_lines, straight_road_map
+from found_rl.bev.transform import world_to_pixel_affine
 from found_rl.sim.snapshot import Polyline
 
 CONFIG = BevConfig()
@@ -89,6 +92,37 @@ def test_stop_line_ahead_has_its_light_value(state, value):
     masks = render(snapshot(lights=stop_lines([line], [state]))).last_masks
     assert masks[NOW_LIGHTS][152 - 40, 96] == value
     assert set(np.unique(masks[NOW_LIGHTS])) == {0, value}
+
+
+def test_light_state_change_reaches_every_history_frame():
+    # The stop-line layout is memoised per line geometry and states; a new state must show.
+    line = ((8.0, 0.0), (8.0, 3.5))
+    frames = [snapshot(lights=stop_lines([line], [RED if t < 10 else GREEN]), time_s=t / 10) for t in range(16)]
+    masks = render(*frames).last_masks
+    values = [masks[channel][152 - 40, 96] for channel in CONFIG.light_channels]
+    assert values == [255, 255, 80, 80]  # t = 0.0 and 0.5 s red; t = 1.0 s and now (1.5 s) green
+
+
+def test_culling_stop_lines_keeps_every_visible_pixel():
+    # Lines far outside the view are skipped; lines whose thick stroke only grazes the image
+    # border must still be drawn exactly as OpenCV draws them.
+    near = [((8.0, 0.0), (8.0, 3.5)), ((-20.0, -9.0), (-20.0, -9.0 - 60.0))]
+    grazing = [((x, LANE_Y + dy), (x + 2.0, LANE_Y + dy)) for x in (-30.0, 20.0) for dy in (-19.6, 19.6, 19.9)]
+    far = [((x, 200.0), (x, 203.5)) for x in np.linspace(-300.0, 300.0, 40)]
+    lines = near + grazing + far
+    states = [RED, GREEN] + [YELLOW] * len(grazing) + [RED] * len(far)
+    masks = render(snapshot(lights=stop_lines(lines, states))).last_masks.copy()
+    reference = np.zeros_like(masks[NOW_LIGHTS])
+    affine = world_to_pixel_affine(np.array([0.0, LANE_Y]), 0.0, CONFIG.pixels_per_m, CONFIG.ego_pixel)
+    for value in sorted({80, 170, 255}):
+        for (a, b), state in zip(lines, states):
+            if {RED: 255, YELLOW: 170, GREEN: 80}[state] != value:
+                continue
+            ends = np.array([a, b], dtype=np.float64).reshape(-1, 1, 2)
+            pixels = cv2.transform(ends, affine * FIXED_POINT_SCALE).astype(np.int32)
+            cv2.polylines(reference, [pixels], False, value, CONFIG.stop_line_width_px, cv2.LINE_8, FIXED_POINT_BITS)
+    assert masks[NOW_LIGHTS].any()
+    np.testing.assert_array_equal(masks[NOW_LIGHTS], reference)
 
 
 def test_stop_sign_is_255_in_light_channel():

@@ -58,14 +58,17 @@ def test_reset_puts_a_standing_ego_at_the_route_start(backend):
     snapshot = backend.reset(seed=3)
     route = snapshot.route
     assert snapshot.step == 0 and snapshot.time_s == 0.0
-    np.testing.assert_allclose(snapshot.ego.xy, route.xy[0])
-    assert snapshot.ego.yaw_deg == pytest.approx(route.yaw_deg[0])
+    # On the first waypoint, or as few as needed to have the whole box on the first lane.
+    start = int(np.argmin(np.hypot(*(route.xy - snapshot.ego.xy).T)))
+    assert start <= 4
+    np.testing.assert_allclose(snapshot.ego.xy, route.xy[start])
+    assert snapshot.ego.yaw_deg == pytest.approx(route.yaw_deg[start])
     assert snapshot.ego.speed_mps == 0.0
     assert route.route_id == "random-3" and route.length_m == pytest.approx(
         120.0, abs=0.5
     )
     assert snapshot.map is backend.map
-    assert snapshot.ego.lane_id == route.lane_ids[0]
+    assert snapshot.ego.lane_id == route.lane_ids[start]
     assert set(route.commands.tolist()) <= {int(c) for c in RoadOption}
 
 
