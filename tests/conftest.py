@@ -1,5 +1,23 @@
-"""Shared pytest setup: keep torch on few threads so the suite behaves on 2-core CI."""
+"""Suite-wide pytest setup.
 
+- torch runs on one thread so the suite behaves on 2-core CI.
+- Networks compiled by the tests go to a per-session cache, never the user's.
+"""
+
+import os
+
+import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def network_cache(tmp_path_factory: pytest.TempPathFactory):
+    previous = os.environ.get("FOUND_RL_CACHE")
+    os.environ["FOUND_RL_CACHE"] = str(tmp_path_factory.mktemp("found-rl-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("FOUND_RL_CACHE", None)
+    else:
+        os.environ["FOUND_RL_CACHE"] = previous

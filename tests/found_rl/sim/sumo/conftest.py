@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,6 @@ TINY_TOWN = {
     "traffic": {"vehicles": [6, 10], "walkers": [4, 6], "warmup_s": 10},
     "episode": {"max_steps": 200},
 }
-
-
-@pytest.fixture(scope="session", autouse=True)
-def network_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Keep compiled networks of the test session out of the user's cache."""
-    previous = os.environ.get("FOUND_RL_CACHE")
-    os.environ["FOUND_RL_CACHE"] = str(tmp_path_factory.mktemp("found-rl-cache"))
-    yield
-    if previous is None:
-        os.environ.pop("FOUND_RL_CACHE", None)
-    else:
-        os.environ["FOUND_RL_CACHE"] = previous
 
 
 @pytest.fixture(scope="session")
