@@ -66,7 +66,7 @@ class ExpertConfig:
     max_steer_deg: float = _VEHICLE.max_steer_deg
     steer_reference_m: float = 0.0
     steer_preview_s: float = 0.2
-    cross_track_gain: float = 2.0
+    cross_track_gain: float = 4.0
     cross_track_soft_mps: float = 1.0
     reaction_time_s: float = 0.5
     min_gap_m: float = 4.0
