@@ -44,7 +44,8 @@ class ExpertConfig:
         steer_reference_m: the point the Stanley law tracks, metres ahead of the box centre
             (default: the centre, which the route describes).
         steer_preview_s: the route heading is read this many seconds ahead of the front axle.
-        cross_track_gain: Stanley gain k on the cross-track error.
+        cross_track_gain: Stanley gain k on the cross-track error (4, not 2: the spider
+            town's sharpest corners leave the box 0.1 m from the kerb).
         cross_track_soft_mps: softening speed of the Stanley term at low speed.
         reaction_time_s: constraints are judged from where the car will be after this delay
             (covers the lag of the speed controller).

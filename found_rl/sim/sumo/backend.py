@@ -229,14 +229,14 @@ class SumoBackend:
         effect in the next step, so one (cheap, empty) step runs first.
         """
         ts = self._libsumo
-        vehicles = ts.vehicle.getIDList()
+        vehicles = (*ts.vehicle.getIDList(), *ts.simulation.getPendingVehicles())
         if EGO_ID in vehicles:
             # A subscription to a vehicle that is gone fails the step.
             radius = self.scenario.traffic.observe_radius_m
             ts.vehicle.unsubscribe(EGO_ID)
             ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius)
             ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_PERSON_VARIABLE, radius)
-        for vehicle in (*vehicles, *ts.simulation.getPendingVehicles()):
+        for vehicle in vehicles:
             ts.vehicle.remove(vehicle)
         for walker in ts.person.getIDList():
             ts.person.remove(walker)

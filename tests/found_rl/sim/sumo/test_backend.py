@@ -391,3 +391,4 @@ def test_the_ego_spawns_with_its_whole_box_on_the_road(tmp_path, write_scenario,
             assert area.outside_distance_m(corners).max() == 0.0, specs[index].route_id
     finally:
         with_routes.close()
+
