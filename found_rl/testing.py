@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from found_rl.actions import RoadOption
+from found_rl.actions import Controls, RoadOption
 from found_rl.sim.snapshot import (
     ActorBoxes,
     EgoState,
@@ -25,6 +25,7 @@ from found_rl.sim.snapshot import (
     StopLines,
     WorldSnapshot,
 )
+from found_rl.sim.vehicle_dynamics import VehicleState, step_vehicle
 
 LANE_WIDTH_M = 3.5
 EAST_LANE_Y = 1.75
@@ -144,10 +145,6 @@ class ScriptedBackend:
         red_s: red time per 20 s cycle.
     """
 
-    WHEELBASE_M = 2.9
-    MAX_STEER_DEG = 35.0
-    MAX_ACCEL_MPS2 = 4.0
-    MAX_BRAKE_MPS2 = 8.0
     CYCLE_S = 20.0
 
     def __init__(
@@ -166,9 +163,7 @@ class ScriptedBackend:
         self._map = straight_road(route_length_m + 20.0 * num_routes + 50.0)
         self._route = straight_route(route_length_m)
         self._step = 0
-        self._ego_xy = np.zeros(2)
-        self._yaw_deg = 0.0
-        self._speed_mps = 0.0
+        self._ego = VehicleState(0.0, EAST_LANE_Y, 0.0)
         self._steer = 0.0
         self._cars = ActorBoxes.empty()
         self.closed = False
@@ -186,9 +181,7 @@ class ScriptedBackend:
         index = 0 if route_index is None else route_index
         self._route = self._route_with_id(index)
         self._step = 0
-        self._ego_xy = np.array([0.0, EAST_LANE_Y])
-        self._yaw_deg = 0.0
-        self._speed_mps = 0.0
+        self._ego = VehicleState(0.0, EAST_LANE_Y, 0.0)
         self._steer = 0.0
         n = self._oncoming_cars
         xs = rng.uniform(20.0, self._route_length_m, size=n)
@@ -203,16 +196,11 @@ class ScriptedBackend:
 
     def step(self, controls: tuple[float, float, float]) -> WorldSnapshot:
         throttle, steer, brake = controls
-        dt = STEP_S
-        accel = self.MAX_ACCEL_MPS2 * throttle - self.MAX_BRAKE_MPS2 * brake
-        self._speed_mps = max(0.0, self._speed_mps + accel * dt)
+        # The same ego model as the SUMO backend, so expert and env tests see one car.
+        self._ego = step_vehicle(self._ego, Controls(throttle, steer, brake), STEP_S)
         self._steer = float(steer)
-        yaw_rate = self._speed_mps / self.WHEELBASE_M * np.tan(np.deg2rad(self.MAX_STEER_DEG * steer))
-        self._yaw_deg += float(np.rad2deg(yaw_rate * dt))
-        yaw = np.deg2rad(self._yaw_deg)
-        self._ego_xy = self._ego_xy + self._speed_mps * dt * np.array([np.cos(yaw), np.sin(yaw)])
         cars = self._cars
-        moved_xy = cars.xy + cars.velocity_xy * dt
+        moved_xy = cars.xy + cars.velocity_xy * STEP_S
         self._cars = ActorBoxes(cars.ids, moved_xy, cars.yaw_deg, cars.half_extent, cars.velocity_xy)
         self._step += 1
         return self._snapshot(throttle, brake)
@@ -229,16 +217,19 @@ class ScriptedBackend:
         if self._light_x_m is not None:
             is_red = (self._step * STEP_S) % self.CYCLE_S < self._red_s
             lights = stop_line(self._light_x_m, LightState.RED if is_red else LightState.GREEN)
-        yaw = np.deg2rad(self._yaw_deg)
+        state = self._ego
+        yaw = np.deg2rad(state.yaw_deg)
+        ego_xy = np.array([state.x_m, state.y_m])
         ego = EgoState(
-            xy=self._ego_xy.copy(),
-            yaw_deg=self._yaw_deg,
-            velocity_xy=self._speed_mps * np.array([np.cos(yaw), np.sin(yaw)]),
+            xy=ego_xy,
+            yaw_deg=state.yaw_deg,
+            velocity_xy=state.speed_mps * np.array([np.cos(yaw), np.sin(yaw)]),
             half_extent=EGO_HALF_EXTENT.copy(),
             throttle=float(throttle),
             steer=self._steer,
             brake=float(brake),
-            lane_id="east" if abs(self._ego_xy[1] - EAST_LANE_Y) < LANE_WIDTH_M / 2 else None,
+            lane_id="east" if abs(state.y_m - EAST_LANE_Y) < LANE_WIDTH_M / 2 else None,
+            acceleration_mps2=state.accel_mps2,
         )
         return WorldSnapshot(
             step=self._step,
