@@ -309,11 +309,7 @@ def _actors_in_corridor(
     route = snapshot.route
     if len(boxes) == 0 or len(route.xy) < 2:
         return []
-    geometry = _route_geometry(route)
-    arclength = geometry.arclength_m
-    s_ego = _ego_arclength(snapshot, route_index, geometry)
     ego_half_length = float(snapshot.ego.half_extent[0])
-    s_front = s_ego + ego_half_length
     half_extent = np.asarray(boxes.half_extent, dtype=np.float64).reshape(-1, 2)
     radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
     box_xy = np.asarray(boxes.xy, dtype=np.float64).reshape(-1, 2)
@@ -321,8 +317,12 @@ def _actors_in_corridor(
     ego = complex(float(snapshot.ego.xy[0]), float(snapshot.ego.xy[1]))
     reach = horizon_m + ego_half_length + half_width_m + radii
     candidates = np.flatnonzero(np.abs(centres - ego) <= reach)
-    if len(candidates) == 0:
+    if len(candidates) == 0:  # the common case: cull before any route geometry
         return []
+    geometry = _route_geometry(route)
+    arclength = geometry.arclength_m
+    s_ego = _ego_arclength(snapshot, route_index, geometry)
+    s_front = s_ego + ego_half_length
     start = min(max(int(route_index) - 2, 0), len(route.xy) - 1)
     end = _window_end(arclength, s_front + horizon_m + float(radii[candidates].max()) + 1.0)
     path, path_s, path_direction = geometry.xy[start:end], arclength[start:end], geometry.direction[start:end]

@@ -92,6 +92,7 @@ class SumoBackend:
         self._net_path = build_network(scenario.map)
         self._net = read_network(self._net_path)
         self.frame = SumoFrame(tuple(float(v) for v in self._net.getLocationOffset()))
+        self._net_offset = np.array(self.frame.net_offset, dtype=np.float64)  # (2,) for _boxes
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
         self.planner = RoutePlanner(self._net, self.frame)
         self._routes: list[Route] = []
@@ -468,8 +469,9 @@ class SumoBackend:
     def _snapshot(self) -> WorldSnapshot:
         ts = self._libsumo
         seen = ts.vehicle.getContextSubscriptionResults(EGO_ID)
-        vehicle_ids = tuple(k for k in seen if k.startswith(VEHICLE_PREFIX))
-        walker_ids = tuple(k for k in seen if k.startswith(WALKER_PREFIX))
+        # List comprehensions, not generators: this runs every step over every seen actor.
+        vehicle_ids = tuple([k for k in seen if k.startswith(VEHICLE_PREFIX)])
+        walker_ids = tuple([k for k in seen if k.startswith(WALKER_PREFIX)])
         vehicles = self._boxes(seen, vehicle_ids, is_vehicle=True)
         walkers = self._boxes(seen, walker_ids, is_vehicle=False)
         lane = ts.vehicle.getSubscriptionResults(EGO_ID).get(ts.VAR_LANE_ID) or None
@@ -554,7 +556,10 @@ class SumoBackend:
         cos_sin = np.empty((len(ids), 2))
         np.cos(yaw_rad, out=cos_sin[:, 0])
         np.sin(yaw_rad, out=cos_sin[:, 1])
-        centre = self.frame.to_carla_xy(table[:, :2])
+        # frame.to_carla_xy inlined (same arithmetic): the per-call conversions cost more
+        # than the maths for a few dozen actors.
+        centre = table[:, :2] - self._net_offset
+        np.negative(centre[:, 1], out=centre[:, 1])
         half_extent = np.empty((len(ids), 2))
         if is_vehicle:
             half_extent[:] = table[:, 4:6] / 2.0
