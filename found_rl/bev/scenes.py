@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from found_rl import testing
 from found_rl.sim.snapshot import (
     ActorBoxes,
     EgoState,
@@ -60,16 +61,7 @@ def boxes(
     prefix: str = "a",
 ) -> ActorBoxes:
     """Standing boxes at ``xy`` (vehicle-sized by default), ids ``prefix0, prefix1, ...``."""
-    count = len(xy)
-    if count == 0:
-        return ActorBoxes.empty()
-    return ActorBoxes(
-        ids=tuple(f"{prefix}{k}" for k in range(count)),
-        xy=np.asarray(xy, dtype=np.float64).reshape(-1, 2),
-        yaw_deg=np.zeros(count) if yaw_deg is None else np.asarray(yaw_deg, dtype=np.float64),
-        half_extent=np.tile(half_extent, (count, 1)).astype(np.float64),
-        velocity_xy=np.zeros((count, 2)),
-    )
+    return testing.boxes(xy, yaw_deg, half_extent, prefix=prefix)
 
 
 def stop_lines(segments: Sequence[tuple[tuple[float, float], tuple[float, float]]], states: Sequence[int]) -> StopLines:
