@@ -12,6 +12,7 @@ by reference between snapshots. Fields may be added (with defaults); never renam
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -195,8 +196,9 @@ class EgoState:
     lane_id: str | None = None
     acceleration_mps2: float = 0.0
 
-    @property
+    @functools.cached_property
     def speed_mps(self) -> float:
+        """Read several times per step (rewards, infractions, state vector): computed once."""
         return float(np.hypot(self.velocity_xy[0], self.velocity_xy[1]))
 
     @property

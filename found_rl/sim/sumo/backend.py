@@ -4,8 +4,9 @@ One libsumo simulation per process runs at 10 Hz. Background traffic is warmed u
 backend and saved as a few SUMO states; a reset loads one of them (chosen by the reset seed),
 thins traffic to the episode's counts, clears the spawn area and inserts the ego, so a reset
 takes milliseconds instead of restarting SUMO. Each step the ego moves by the bicycle model
-and is placed into SUMO with ``moveToXY(keepRoute=2)``, so SUMO's drivers see it and react
-(ARCHITECTURE §2, §3).
+and is placed into SUMO with ``moveToXY`` (``keepRoute=3`` on its route's lanes, ``2`` off them),
+so SUMO's drivers see it and react (ARCHITECTURE §2, §3). Warm states hold vehicles only; each
+reset starts the episode's walkers afresh on seeded walking plans.
 
 Determinism: SUMO's own driver randomness is switched off and every random choice comes from
 the reset seed, so a process that makes the same resets with the same seeds and controls
@@ -13,7 +14,9 @@ replays exactly, and a reset's first snapshot depends on its seed alone. ``loadS
 populated network leaves the replaced vehicles' lane and junction registrations behind (loaded
 vehicles then freeze mid-lane while reporting a speed, and episodes depend on what ran
 before), so a fast reset first removes every actor and runs one empty step; after that an
-episode replays exactly whatever ran before it. ``traffic.reset: exact`` reloads the network as
+episode replays exactly whatever ran before it, in any process (walkers restored from a
+saved state did not: some resumed at the wrong end of their sidewalk in some processes only).
+``traffic.reset: exact`` reloads the network as
 well (``libsumo.load`` with ``--load-state``, tens of ms per reset) as a fallback
 (tests/found_rl/sim/sumo/test_backend.py checks each guarantee).
 """
@@ -34,20 +37,17 @@ from found_rl.routes import RoutePlanner, parse_routes
 from found_rl.scenario import Scenario
 from found_rl.sim import vehicle_dynamics
 from found_rl.sim.snapshot import (
-    ActorBoxes,
     EgoState,
     MapGeometry,
     Route,
     WorldSnapshot,
 )
 from found_rl.sim.sumo import runtime
+from found_rl.sim.sumo.actors import ContextSubscription
 from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
 from found_rl.sim.sumo.traffic import (
     EGO_TYPE,
-    VEHICLE_PREFIX,
-    WALKER_PREFIX,
-    WALKER_SIZE_M,
     TripPool,
     define_types,
     vehicle_id,
@@ -66,7 +66,6 @@ MOVE_MATCH_M = 5.0  # how far from a lane SUMO still maps the ego onto it
 # Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
 # this halves SUMO's car-following work per step.
 DRIVER_ACTION_STEP_S = 0.2
-_NO_ACTORS = ActorBoxes.empty()
 
 
 class SumoBackend:
@@ -92,7 +91,6 @@ class SumoBackend:
         self._net_path = build_network(scenario.map)
         self._net = read_network(self._net_path)
         self.frame = SumoFrame(tuple(float(v) for v in self._net.getLocationOffset()))
-        self._net_offset = np.array(self.frame.net_offset, dtype=np.float64)  # (2,) for _boxes
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
         self.planner = RoutePlanner(self._net, self.frame)
         self._routes: list[Route] = []
@@ -121,6 +119,9 @@ class SumoBackend:
         self._ego_route_id = ""
         self._spawn_index = 0
         self._earliest_switch_s = -np.inf
+        self._context = ContextSubscription(
+            self._libsumo, self.frame, scenario.traffic.observe_radius_m
+        )
         self._ego_half_extent = np.array(
             [vehicle.length_m / 2.0, vehicle.width_m / 2.0]
         )
@@ -135,7 +136,6 @@ class SumoBackend:
             "--collision.action", "warn",
             "--time-to-teleport", "120", "--ignore-route-errors", "true",
             "--pedestrian.model", "nonInteracting", "--save-state.rng", "true",
-            "--save-state.transportables", "true",
         ]  # fmt: skip
 
     def _start_simulation(self) -> None:
@@ -163,14 +163,14 @@ class SumoBackend:
         traffic = self.scenario.traffic
         for k in range(traffic.vehicles[1]):
             self._trips.add_vehicle(ts, vehicle_id(k), warm_rng)
-        for k in range(traffic.walkers[1]):
-            self._trips.add_walker(ts, walker_id(k), warm_rng)
+        # Warm states hold vehicles only: walkers never affect SUMO's drivers (nonInteracting
+        # model), and each reset starts its own (see _start_walkers).
         self._warm_states = []
         steps_until_save = round(traffic.warmup_s / STEP_S)
         for index in range(NUM_WARM_STATES):
             for _ in range(steps_until_save):
                 ts.simulationStep()
-                self._respawn(warm_rng, traffic.walkers[1])
+                self._respawn(warm_rng, num_walkers=0)
             path = self._state_dir / f"warm{index}.sbx"
             ts.simulation.saveState(str(path))
             self._warm_states.append(path)
@@ -233,10 +233,8 @@ class SumoBackend:
         vehicles = (*ts.vehicle.getIDList(), *ts.simulation.getPendingVehicles())
         if EGO_ID in vehicles:
             # A subscription to a vehicle that is gone fails the step.
-            radius = self.scenario.traffic.observe_radius_m
             ts.vehicle.unsubscribe(EGO_ID)
-            ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius)
-            ts.vehicle.unsubscribeContext(EGO_ID, ts.CMD_GET_PERSON_VARIABLE, radius)
+            self._context.unsubscribe(EGO_ID)
         for vehicle in vehicles:
             ts.vehicle.remove(vehicle)
         for walker in ts.person.getIDList():
@@ -318,22 +316,26 @@ class SumoBackend:
                 missing -= 1
             except ts.TraCIException:
                 pass  # the id still belongs to a vehicle SUMO has not released (e.g. teleporting)
-        walkers = sorted(ts.person.getIDList())
-        self._num_walkers = int(
-            rng.integers(traffic.walkers[0], traffic.walkers[1] + 1)
+        self._start_walkers(rng, start_xy_sumo)
+
+    def _start_walkers(self, rng: np.random.Generator, start_xy_sumo: np.ndarray) -> None:
+        """Start the episode's walkers on seeded plans, first those beginning near the ego.
+
+        Plans that start between the spawn clearance and the observation radius are used
+        first (each once), so an episode meets walkers in a town of any size; the rest start
+        anywhere. Walkers are never restored from a saved state: SUMO's restored walking stages
+        put some walkers at the other end of their sidewalk in some processes only, which
+        broke same-seed replay across processes.
+        """
+        traffic = self.scenario.traffic
+        self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
+        near = self._trips.walker_plans_between(
+            start_xy_sumo, WALKER_CLEARANCE_M, traffic.observe_radius_m
         )
-        dropped = set(
-            rng.permutation(len(walkers))[
-                : max(len(walkers) - self._num_walkers, 0)
-            ].tolist()
-        )
-        for index, walker in enumerate(walkers):
-            near = (
-                np.hypot(*(np.asarray(ts.person.getPosition(walker)) - start_xy_sumo))
-                < WALKER_CLEARANCE_M
-            )
-            if index in dropped or near:
-                ts.person.removeStages(walker)
+        plans = rng.permutation(near)[: self._num_walkers].tolist()
+        for k in range(self._num_walkers):
+            plan = plans[k] if k < len(plans) else None
+            self._trips.add_walker(self._libsumo, walker_id(k), rng, plan)
 
     def _insert_ego(self) -> None:
         """Add the ego at the route start, standing, and subscribe to what it sees."""
@@ -397,23 +399,7 @@ class SumoBackend:
             departSpeed="0",
         )
         ts.vehicle.subscribe(EGO_ID, [ts.VAR_LANE_ID])
-        radius = self.scenario.traffic.observe_radius_m
-        actor_vars = [
-            ts.VAR_POSITION,
-            ts.VAR_ANGLE,
-            ts.VAR_SPEED,
-            ts.VAR_LENGTH,
-            ts.VAR_WIDTH,
-        ]
-        ts.vehicle.subscribeContext(
-            EGO_ID, ts.CMD_GET_VEHICLE_VARIABLE, radius, actor_vars
-        )
-        ts.vehicle.subscribeContext(
-            EGO_ID,
-            ts.CMD_GET_PERSON_VARIABLE,
-            radius,
-            [ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED],
-        )
+        self._context.subscribe(EGO_ID)
         self._place_ego()
 
     def _place_ego(self) -> None:
@@ -468,12 +454,7 @@ class SumoBackend:
 
     def _snapshot(self) -> WorldSnapshot:
         ts = self._libsumo
-        seen = ts.vehicle.getContextSubscriptionResults(EGO_ID)
-        # List comprehensions, not generators: this runs every step over every seen actor.
-        vehicle_ids = tuple([k for k in seen if k.startswith(VEHICLE_PREFIX)])
-        walker_ids = tuple([k for k in seen if k.startswith(WALKER_PREFIX)])
-        vehicles = self._boxes(seen, vehicle_ids, is_vehicle=True)
-        walkers = self._boxes(seen, walker_ids, is_vehicle=False)
+        vehicles, walkers = self._context.boxes(ts.vehicle.getContextSubscriptionResults(EGO_ID))
         lane = ts.vehicle.getSubscriptionResults(EGO_ID).get(ts.VAR_LANE_ID) or None
         time_s = ts.simulation.getTime()
         if time_s >= self._earliest_switch_s - 1e-6:
@@ -520,56 +501,4 @@ class SumoBackend:
             route=self._route,
             map=self.map,
             ego_collided_with=collided,
-        )
-
-    def _boxes(
-        self, seen: dict, ids: tuple[str, ...], *, is_vehicle: bool
-    ) -> ActorBoxes:
-        """Oriented boxes (CARLA frame) from context-subscription rows; one array build per kind."""
-        if not ids:
-            return _NO_ACTORS
-        ts = self._libsumo
-        position, angle, speed = ts.VAR_POSITION, ts.VAR_ANGLE, ts.VAR_SPEED
-        if is_vehicle:
-            length, width = ts.VAR_LENGTH, ts.VAR_WIDTH
-            rows = [
-                (
-                    r[position][0],
-                    r[position][1],
-                    r[angle],
-                    r[speed],
-                    r[length],
-                    r[width],
-                )
-                for r in map(seen.__getitem__, ids)
-            ]
-        else:
-            rows = [
-                (r[position][0], r[position][1], r[angle], r[speed], 0.0, WALKER_SIZE_M)
-                for r in map(seen.__getitem__, ids)
-            ]
-        table = np.array(rows, dtype=np.float64)
-        yaw_deg = (
-            table[:, 2] - 90.0 + 180.0
-        ) % 360.0 - 180.0  # SUMO angle -> CARLA yaw (frames.py)
-        yaw_rad = np.radians(yaw_deg)
-        cos_sin = np.empty((len(ids), 2))
-        np.cos(yaw_rad, out=cos_sin[:, 0])
-        np.sin(yaw_rad, out=cos_sin[:, 1])
-        # frame.to_carla_xy inlined (same arithmetic): the per-call conversions cost more
-        # than the maths for a few dozen actors.
-        centre = table[:, :2] - self._net_offset
-        np.negative(centre[:, 1], out=centre[:, 1])
-        half_extent = np.empty((len(ids), 2))
-        if is_vehicle:
-            half_extent[:] = table[:, 4:6] / 2.0
-            centre -= cos_sin * half_extent[:, :1]  # SUMO positions are front bumpers
-        else:
-            half_extent[:] = WALKER_SIZE_M / 2.0
-        return ActorBoxes(
-            ids=ids,
-            xy=centre,
-            yaw_deg=yaw_deg,
-            half_extent=half_extent,
-            velocity_xy=cos_sin * table[:, 3:4],
         )

@@ -62,6 +62,7 @@ class TripPool:
     vehicle_route_edges: list[tuple[str, ...]]
     first_edge_length_m: list[float]
     walker_plans: list[tuple[str, float, list]]
+    walker_starts_xy: np.ndarray  # (len(walker_plans), 2) SUMO-frame start of each plan
 
     @staticmethod
     def draw(
@@ -117,7 +118,11 @@ class TripPool:
             raise ValueError(
                 "the network has no drivable route between two edges for background traffic"
             )
-        return TripPool(routes, route_edges, first_lengths, plans)
+        starts = np.array(
+            [libsumo.simulation.convert2D(edge, position) for edge, position, _ in plans],
+            dtype=np.float64,
+        ).reshape(-1, 2)
+        return TripPool(routes, route_edges, first_lengths, plans, starts)
 
     def restore_routes(self, libsumo) -> None:
         """Re-add pooled routes a freshly loaded simulation does not know."""
@@ -146,12 +151,20 @@ class TripPool:
         )
         libsumo.vehicle.setSpeedFactor(vehicle, float(rng.uniform(0.85, 1.15)))
 
-    def add_walker(self, libsumo, walker: str, rng: np.random.Generator) -> bool:
+    def walker_plans_between(self, xy: np.ndarray, min_m: float, max_m: float) -> np.ndarray:
+        """Indices of the walking plans that start ``min_m`` to ``max_m`` from ``xy`` (SUMO frame)."""
+        distance_m = np.hypot(*(self.walker_starts_xy - xy).T)
+        return np.flatnonzero((distance_m >= min_m) & (distance_m <= max_m))
+
+    def add_walker(
+        self, libsumo, walker: str, rng: np.random.Generator, plan: int | None = None
+    ) -> bool:
+        """Start ``walker`` on pooled plan ``plan`` (default: a seeded random one)."""
         if not self.walker_plans:
             return False
-        edge, position, stages = self.walker_plans[
-            int(rng.integers(len(self.walker_plans)))
-        ]
+        if plan is None:
+            plan = int(rng.integers(len(self.walker_plans)))
+        edge, position, stages = self.walker_plans[plan]
         libsumo.person.add(walker, edge, position)
         for stage in stages:
             libsumo.person.appendStage(walker, stage)

@@ -155,9 +155,10 @@ from found_rl.sim.backend import make_backend
 
 backend = make_backend(load_scenario(sys.argv[1]))
 digest = hashlib.sha256()
-for seed in (4, 9):
+# Many short episodes: restored SUMO state once diverged between processes only after resets.
+for seed in (4, 9, 1, 7, 3, 5, 2, 8):
     snapshot = backend.reset(seed=seed)
-    for k in range(120):
+    for k in range(40):
         acc = 0.6 if snapshot.ego.speed_mps < 6 else 0.0
         snapshot = backend.step(Controls(acc, 0.1 * np.sin(k / 7.0), 0.0))
         for part in (snapshot.ego.xy, snapshot.vehicles.xy, snapshot.walkers.xy, snapshot.traffic_lights.states):
@@ -178,9 +179,9 @@ def test_same_seeds_give_identical_rollouts_in_fresh_processes(write_scenario):
             text=True,
             check=True,
         ).stdout
-        for _ in range(2)
+        for _ in range(3)
     ]
-    assert digests[0] == digests[1] and len(digests[0].strip()) == 64
+    assert len(set(digests)) == 1 and len(digests[0].strip()) == 64
 
 
 def test_exact_resets_replay_an_episode_whatever_ran_before(write_scenario):
@@ -391,4 +392,5 @@ def test_the_ego_spawns_with_its_whole_box_on_the_road(tmp_path, write_scenario,
             assert area.outside_distance_m(corners).max() == 0.0, specs[index].route_id
     finally:
         with_routes.close()
+
 
