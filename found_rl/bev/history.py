@@ -2,9 +2,11 @@
 
 Roach draws its history frames (−1.5, −1.0, −0.5 s and now) in the *current* ego frame, so the
 policy sees how actors moved relative to where the ego is now. Each snapshot is reduced once,
-when it arrives, to one world-frame point array (box corners of vehicles then walkers, then
-stop-line endpoints) so a render transforms a frame with one call and draws each part with
-one OpenCV call.
+when it arrives, to a world-frame corner array (vehicles then walkers), plain-Python discs for a
+cheap visibility test, and its stop-line layout (shared by every snapshot with the same lines and
+light states), so a render transforms a frame with one call and draws each part with one OpenCV
+call. With a handful of actors per snapshot, per-call overhead dominates: everything that does
+not depend on the ego pose of the render is computed here, once.
 """
 
 from __future__ import annotations
@@ -23,34 +25,52 @@ from found_rl.sim.snapshot import LightState, WorldSnapshot
 _OVERLAP_MARGIN_M = 0.3
 """Slack on the overlap test so boxes that only touch after pixel rounding count as overlapping."""
 
+_VISIBILITY_SLACK_PX = 2.0
+"""Slack on the renderer's box visibility test: a box whose disc is farther than the view radius
+plus this cannot paint a pixel (OpenCV rasterises within a pixel of the polygon), so skipping it
+leaves the image unchanged."""
+
+_FAST_OVERLAP_MAX_BOXES = 16
+"""Up to this many boxes the bounding-circle pre-test of :func:`_overlapping` runs in plain Python."""
+
+_NEAR_TOLERANCE = 1e-9
+"""Relative slack of the plain-Python bounding-circle pre-test; rounding is ~1e-16, so a pair it
+calls apart is apart for the exact (numpy) test too."""
+
 _NO_INDICES = np.zeros(0, np.intp)
 _NO_LINES = np.zeros(0, np.complex128)
 _NO_CULL = np.zeros(0, np.float64)
+_NO_POINTS = np.zeros((0, 1, 2), np.float64)
+_NO_SIGN_LINES = np.zeros((0, 2, 2), np.float64)
+for _array in (_NO_INDICES, _NO_LINES, _NO_CULL, _NO_POINTS, _NO_SIGN_LINES):
+    _array.flags.writeable = False
 
 
-@dataclass(frozen=True)
-class HistoryFrame:
-    """The dynamic objects of one snapshot, world frame.
+Disc = tuple[float, float, float]
+"""``(x, y, reach_m ** 2)``: a box may touch the view only if the ego is within ``reach_m`` of ``(x, y)``."""
+
+
+class HistoryFrame(NamedTuple):
+    """The dynamic objects of one snapshot, world frame (a named tuple: one is made per step, and
+    building a frozen dataclass costs several times more).
 
     Attributes:
         time_s: snapshot time.
-        points_xy: ``(P, 1, 2)`` float64, as ``cv2.transform`` takes them: the corners of box
-            ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers), then stop-line endpoints.
+        points_xy: ``(4 (V + W), 1, 2)`` float64 box corners, as ``cv2.transform`` takes them:
+            the corners of box ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers).
         num_vehicles, num_walkers: box counts ``V`` and ``W``.
         centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling).
         cull_distance_m: ``(V + W,)`` centre distance from the ego beyond which a box cannot
             touch the view (view radius plus the box's half-diagonal).
+        vehicle_discs, walker_discs: per box, a :data:`Disc` with reach ``cull_distance_m`` plus
+            a couple of pixels of slack: a plain-Python test that tells the renderer when no box
+            of a kind can touch the view, so it skips drawing (and pooling) that channel.
         refill_vehicles, refill_walkers: indices (into all boxes) of the vehicles and walkers to
             fill again one by one after the single fill of all boxes of their kind. OpenCV fills
             a multi-polygon call by the even-odd rule, which leaves the overlap of two boxes
             empty; refilling one box of each overlapping pair closes it.
-        line_groups: ``(value, start, stop)``: points ``start:stop`` are segment endpoints drawn
-            with channel value ``value``, ascending so the larger value wins where lines cross.
+        lines: the stop lines (shared by every frame with the same lines and light states).
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
-        line_centres: ``(L,)`` complex midpoints of the stop-line segments, in ``points_xy``
-            order (for culling).
-        line_cull_distance_m: ``(L,)`` midpoint distance from the ego beyond which a segment,
-            drawn with its thickness, cannot touch the view.
     """
 
     time_s: float
@@ -59,18 +79,26 @@ class HistoryFrame:
     num_walkers: int
     centres: np.ndarray
     cull_distance_m: np.ndarray
+    vehicle_discs: tuple[Disc, ...]
+    walker_discs: tuple[Disc, ...]
     refill_vehicles: np.ndarray
     refill_walkers: np.ndarray
-    line_groups: tuple[tuple[int, int, int], ...]
+    lines: StopLineLayout
     stop_sign_lines: np.ndarray
-    line_centres: np.ndarray
-    line_cull_distance_m: np.ndarray
 
 
 def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFrame:
     """Reduce a snapshot to what later renders draw (pure)."""
     vehicles, walkers = snapshot.vehicles, snapshot.walkers
     num_vehicles, num_walkers = len(vehicles), len(walkers)
+    lines = _stop_line_layout(snapshot, config)
+    signs = snapshot.stop_signs.segments
+    stop_sign_lines = _NO_SIGN_LINES if not len(signs) else np.asarray(signs, dtype=np.float64).reshape(-1, 2, 2)
+    if num_vehicles + num_walkers == 0:
+        return HistoryFrame(
+            float(snapshot.time_s), _NO_POINTS, 0, 0, _NO_LINES, _NO_CULL, (), (), _NO_INDICES, _NO_INDICES,
+            lines, stop_sign_lines,
+        )  # fmt: skip
     # Vehicles and walkers are processed as one array: a few large numpy operations are much
     # cheaper than many small ones at these sizes.
     if num_walkers == 0:
@@ -90,56 +118,68 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
     centres = np.ascontiguousarray(centres)
     corners = box_corners(centres, yaw_deg, half_extent)
     radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
-    refill = _overlapping(centres, yaw_deg, half_extent, radii)
-    num_refill_vehicles = int(np.searchsorted(refill, num_vehicles))
-
-    lines = _stop_line_layout(snapshot, config)
-    stop_sign_lines = np.asarray(snapshot.stop_signs.segments, dtype=np.float64).reshape(-1, 2, 2)
-    first_line_point = 4 * len(radii)
-    if len(lines.points_xy):
-        points = np.concatenate([corners.reshape(-1, 2), lines.points_xy])
+    derived = _derived(config)
+    centre_list, radius_list = centres.tolist(), radii.tolist()
+    if _apart_for_sure(centre_list, radius_list):
+        refill = _NO_INDICES
     else:
-        points = corners.reshape(-1, 2)
+        refill = _overlapping(centres, yaw_deg, half_extent, radii)
+    num_refill_vehicles = int(np.searchsorted(refill, num_vehicles)) if len(refill) else 0
+    reach_m = derived.view_radius_m + derived.box_slack_m
+    discs = tuple((x, y, (radius + reach_m) ** 2) for (x, y), radius in zip(centre_list, radius_list))
     return HistoryFrame(
         time_s=float(snapshot.time_s),
-        points_xy=points.reshape(-1, 1, 2),
+        points_xy=corners.reshape(-1, 1, 2),
         num_vehicles=num_vehicles,
         num_walkers=num_walkers,
         centres=centres.view(np.complex128).ravel(),
-        cull_distance_m=radii + _derived(config).view_radius_m,
+        cull_distance_m=radii + derived.view_radius_m,
+        vehicle_discs=discs[:num_vehicles],
+        walker_discs=discs[num_vehicles:],
         refill_vehicles=refill[:num_refill_vehicles],
         refill_walkers=refill[num_refill_vehicles:],
-        line_groups=tuple((value, first_line_point + a, first_line_point + b) for value, a, b in lines.groups),
+        lines=lines,
         stop_sign_lines=stop_sign_lines,
-        line_centres=lines.centres,
-        line_cull_distance_m=lines.cull_distance_m,
     )
 
 
+def any_disc_reaches(discs: tuple[Disc, ...], x: float, y: float) -> bool:
+    """Whether ``(x, y)`` lies within any disc (non-finite discs count as reaching)."""
+    for disc_x, disc_y, reach_sq in discs:
+        dx, dy = disc_x - x, disc_y - y
+        if not dx * dx + dy * dy > reach_sq:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
-class _StopLineLayout:
+class StopLineLayout:
     """Stop-line endpoints of one snapshot in drawing order (see :func:`_stop_lines`).
 
     Attributes:
         points_xy: ``(2L, 2)`` float64 segment endpoints, sorted by channel value.
+        segments_xy: ``(L, 2, 2)`` view of ``points_xy``.
         groups: ``(value, start, stop)`` point ranges, counted from the first line point.
+        group_edges: ``(2G,)`` intp segment ranges of ``groups``: ``start_0, stop_0, start_1, ...``.
         centres: ``(L,)`` complex segment midpoints.
         cull_distance_m: ``(L,)`` midpoint distance from the ego beyond which a segment, drawn
             with its thickness, cannot touch the view.
     """
 
     points_xy: np.ndarray
+    segments_xy: np.ndarray
     groups: tuple[tuple[int, int, int], ...]
+    group_edges: np.ndarray
     centres: np.ndarray
     cull_distance_m: np.ndarray
 
 
-_NO_LAYOUT = _StopLineLayout(np.zeros((0, 2)), (), _NO_LINES, _NO_CULL)
+_NO_LAYOUT = StopLineLayout(np.zeros((0, 2)), np.zeros((0, 2, 2)), (), _NO_INDICES, _NO_LINES, _NO_CULL)
 _LAYOUT_CACHE_SIZE = 16
-_layout_cache: dict[tuple, tuple[BevConfig, _StopLineLayout]] = {}
+_layout_cache: dict[tuple, tuple[BevConfig, StopLineLayout]] = {}
 
 
-def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> _StopLineLayout:
+def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> StopLineLayout:
     """The stop-line layout, memoised on the lines' geometry and states.
 
     Lights change state every few seconds and never move, so nearly every step repeats the
@@ -170,13 +210,15 @@ def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> _StopLineLa
     # Most of a town's stop lines are far from the ego; drawing them (thick, round-capped)
     # costs OpenCV work even off view, so renders skip those provably outside it.
     ends = np.ascontiguousarray(points).view(np.complex128).reshape(-1, 2)
-    layout = _StopLineLayout(
+    layout = StopLineLayout(
         points_xy=points,
+        segments_xy=points.reshape(-1, 2, 2),
         groups=tuple(groups),
+        group_edges=np.array([point // 2 for _, start, stop in groups for point in (start, stop)], np.intp),
         centres=0.5 * (ends[:, 0] + ends[:, 1]),
         cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _derived(config).line_reach_m,
     )
-    for array in (layout.points_xy, layout.centres, layout.cull_distance_m):
+    for array in (layout.points_xy, layout.segments_xy, layout.group_edges, layout.centres, layout.cull_distance_m):
         array.flags.writeable = False  # shared by every frame with the same lines
     if len(_layout_cache) >= _LAYOUT_CACHE_SIZE:
         _layout_cache.clear()
@@ -191,11 +233,13 @@ class _Derived(NamedTuple):
         view_radius_m: ``config.view_radius_m``.
         line_reach_m: the view radius plus a drawn stop line's half thickness (caps included)
             and a pixel of slack.
+        box_slack_m: :data:`_VISIBILITY_SLACK_PX` in metres.
     """
 
     config: BevConfig
     view_radius_m: float
     line_reach_m: float
+    box_slack_m: float
 
 
 _derived_cache: dict[int, _Derived] = {}
@@ -206,11 +250,13 @@ def _derived(config: BevConfig) -> _Derived:
     derived = _derived_cache.get(id(config))
     if derived is None or derived.config is not config:
         reach_m = config.view_radius_m + (0.5 * config.stop_line_width_px + 2.0) / config.pixels_per_m
-        derived = _Derived(config, config.view_radius_m, reach_m)
+        derived = _Derived(config, config.view_radius_m, reach_m, _VISIBILITY_SLACK_PX / config.pixels_per_m)
         if len(_derived_cache) >= 8:
             _derived_cache.clear()
         _derived_cache[id(config)] = derived
     return derived
+
+
 
 
 class FrameHistory:
@@ -300,6 +346,30 @@ def _light_values(config: BevConfig) -> np.ndarray:  # BevConfig is frozen, so h
     values[int(LightState.YELLOW)] = config.yellow_value
     values[int(LightState.RED)] = config.red_value
     return values
+
+
+def _apart_for_sure(centres_xy: list[list[float]], radii_m: list[float]) -> bool:
+    """Whether no two boxes' grown bounding circles come near each other (plain Python).
+
+    The common case (a few actors, none touching) then skips :func:`_overlapping`'s dozen numpy
+    calls. The test is looser than :func:`_overlapping`'s first stage by ``_NEAR_TOLERANCE``, so
+    ``True`` implies that stage finds no candidate pair; many boxes go to numpy directly.
+    """
+    count = len(radii_m)
+    if count < 2:
+        return True
+    if count > _FAST_OVERLAP_MAX_BOXES:
+        return False
+    scale = 1.0 + _NEAR_TOLERANCE
+    for i in range(count - 1):
+        x, y = centres_xy[i]
+        reach = radii_m[i] + 2.0 * _OVERLAP_MARGIN_M
+        for j in range(i + 1, count):
+            other_x, other_y = centres_xy[j]
+            dx, dy, limit = other_x - x, other_y - y, (reach + radii_m[j]) * scale
+            if not dx * dx + dy * dy > limit * limit:  # NaN counts as near: numpy decides
+                return False
+    return True
 
 
 def _overlapping(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import cv2
 import numpy as np
 
@@ -26,9 +28,21 @@ class MaxPool:
             rows = channels * height // 2
             self._row_max = np.empty((rows, width), np.uint8)
             self._columns = [np.empty((rows, width // 2), np.uint8) for _ in range(2)]
+            # Scratch views for a run of k channels, made once: (row maxima, [even, odd] columns).
+            self._scratch = [
+                (self._row_max[: k * height // 2], [column[: k * height // 2] for column in self._columns])
+                for k in range(channels + 1)
+            ]
 
-    def __call__(self, masks: np.ndarray) -> np.ndarray:
-        """Pool ``masks`` (C-contiguous ``shape_chw`` uint8) into a new C-contiguous array."""
+    def __call__(self, masks: np.ndarray, channel_runs: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
+        """Pool ``masks`` (C-contiguous ``shape_chw`` uint8) into a new C-contiguous array.
+
+        Args:
+            masks: the full-resolution channels.
+            channel_runs: ``(start, stop)`` channel ranges, ascending and disjoint, that may be
+                non-zero; the output of every other channel is 0 without reading it (the pool of
+                a zero channel). ``None``: every channel may be non-zero.
+        """
         if masks.shape != self.shape_chw or masks.dtype != np.uint8 or not masks.flags.c_contiguous:
             raise ValueError(
                 f"MaxPool: expected a C-contiguous uint8 array of shape {self.shape_chw}, "
@@ -40,10 +54,25 @@ class MaxPool:
             channels, height, width = self.shape_chw
             p = self.pool
             return np.ascontiguousarray(masks.reshape(channels, height // p, p, width // p, p).max(axis=(2, 4)))
+        out = np.empty(self.out_shape, np.uint8)
+        if channel_runs is None:
+            self._pool_run(masks, out)
+            return out
+        done = 0
+        for start, stop in channel_runs:
+            if start > done:
+                out[done:start].fill(0)
+            self._pool_run(masks[start:stop], out[start:stop])
+            done = stop
+        if done < len(out):
+            out[done:].fill(0)
+        return out
+
+    def _pool_run(self, masks: np.ndarray, out: np.ndarray) -> None:
+        """2 x 2 pool of the contiguous channel range ``masks`` into ``out`` (its pooled view)."""
         width = self.shape_chw[2]
         row_pairs = masks.reshape(-1, 2 * width)
-        cv2.max(row_pairs[:, :width], row_pairs[:, width:], dst=self._row_max)
-        even, odd = cv2.split(self._row_max.reshape(len(self._row_max), width // 2, 2), self._columns)
-        out = np.empty(self.out_shape, np.uint8)
+        row_max, columns = self._scratch[len(masks)]
+        cv2.max(row_pairs[:, :width], row_pairs[:, width:], dst=row_max)
+        even, odd = cv2.split(row_max.reshape(len(row_max), width // 2, 2), columns)
         cv2.max(even, odd, dst=out.reshape(even.shape))
-        return out

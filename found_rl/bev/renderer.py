@@ -6,11 +6,30 @@ import cv2
 import numpy as np
 
 from found_rl.bev.config import MARKING_CHANNEL, ROAD_CHANNEL, ROUTE_CHANNEL, BevConfig
-from found_rl.bev.history import FrameHistory, HistoryFrame, make_history_frame
-from found_rl.bev.layers import FIXED_POINT_SCALE, draw_route, draw_segments, fill_boxes, to_fixed_point_pixels
+from found_rl.bev.history import (
+    FrameHistory,
+    HistoryFrame,
+    StopLineLayout,
+    any_disc_reaches,
+    make_history_frame,
+)
+from found_rl.bev.layers import (
+    FIXED_POINT_SCALE,
+    draw_route,
+    draw_segments,
+    fill_boxes,
+    to_fixed_point_pixels,
+)
 from found_rl.bev.pooling import MaxPool
 from found_rl.bev.rgb import masks_to_rgb
-from found_rl.bev.static_map import BROKEN_BIT, ROAD_BIT, SOLID_BIT, StaticRaster, static_raster
+from found_rl.bev.static_map import (
+    BROKEN_BIT,
+    ROAD_BIT,
+    SOLID_BIT,
+    StaticRaster,
+    static_raster,
+    value_raster,
+)
 from found_rl.bev.transform import apply_affine, box_corners, world_to_pixel_affine
 from found_rl.hazards import nearest_route_index
 from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
@@ -18,6 +37,7 @@ from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
 _ROUTE_SEARCH_WINDOW = 50
 _CULL_MIN_BOXES = 12
 """Frames with fewer boxes on average are drawn without culling (the test costs more than it saves)."""
+_ROAD_VALUE = 255
 
 
 class BevRenderer:
@@ -44,15 +64,21 @@ class BevRenderer:
         self._static_bits = np.zeros((size, size), np.uint8)
         self._pool = MaxPool(self._masks.shape, config.pool)
         self._flag = np.zeros((size, size), np.uint8)
-        # (vehicle, walker, light) channel views of each history slot, made once.
-        self._slot_channels = [
-            (self._masks[v], self._masks[w], self._masks[l])
-            for v, w, l in zip(config.vehicle_channels, config.walker_channels, config.light_channels)
-        ]
+        self._static_values = np.zeros((size, size), np.uint16)
+        self._static_channels = [self._masks[ROAD_CHANNEL], self._masks[MARKING_CHANNEL]]
+        # (vehicle, walker, light) channel indices and views of each history slot, made once.
+        self._slot_indices = list(zip(config.vehicle_channels, config.walker_channels, config.light_channels))
+        self._slot_channels = [(self._masks[v], self._masks[w], self._masks[l]) for v, w, l in self._slot_indices]
+        self._drawn = [False] * config.num_channels
+        """Per channel: drawn into by the last render (the others are zero, static ones aside)."""
+        self._shared: list[tuple[int, int]] = []
+        """``(channel, source)``: channels of the last render equal to an earlier one; they are
+        left zero and copied only when the full-resolution masks are read."""
         self._history = FrameHistory(config)
         self._raster: StaticRaster | None = None
         self._raster_map_id: str | None = None
         self._raster_to_world = np.eye(3)  # (3, 3) raster (col, row, 1) -> world (x, y, 1)
+        self._raster_values: np.ndarray | None = None  # uint16 road | marking << 8 bytes (see value_raster)
         self._route_id: int | None = None
         self._route_index: int | None = None
         self._last_affine: np.ndarray | None = None
@@ -70,6 +96,7 @@ class BevRenderer:
     def last_masks(self) -> np.ndarray:
         """``(C, size, size)`` uint8 full-resolution masks of the last render (read-only view;
         overwritten by the next render, so copy it to keep it)."""
+        self._copy_shared_channels()
         view = self._masks.view()
         view.flags.writeable = False
         return view
@@ -99,53 +126,60 @@ class BevRenderer:
             ``observation_shape`` uint8, max-pooled, C-contiguous, a new array each call.
         """
         config = self.config
-        if self._history.latest_time_s is not None and snapshot.time_s < self._history.latest_time_s - 1e-9:
+        latest_time_s = self._history.latest_time_s
+        if latest_time_s is not None and snapshot.time_s < latest_time_s - 1e-9:
             self.reset()  # time went backwards: a new episode without reset()
         ego = snapshot.ego
+        ego_x, ego_y = float(ego.xy[0]), float(ego.xy[1])
         affine = world_to_pixel_affine(ego.xy, ego.yaw_deg, config.pixels_per_m, self._ego_pixel)
-        masks = self._masks
-        # Road and markings are overwritten whole by _draw_static; clear only the other layers.
-        masks[ROUTE_CHANNEL].fill(0)
-        masks[MARKING_CHANNEL + 1 :].fill(0)
+        # Road and markings are overwritten whole by _draw_static; of the other layers only
+        # those drawn last time can be non-zero.
+        self._clear_drawn()
 
         self._draw_static(snapshot.map, affine)
         self._draw_route(snapshot, affine, route_index)
 
         self._history.append(make_history_frame(snapshot, config))
         frames = self._history.select()
-        # All frames are transformed (and culled) with one call each, then drawn frame by frame.
-        points = np.concatenate([frame.points_xy for frame in frames])
-        pixels = to_fixed_point_pixels(points, affine * FIXED_POINT_SCALE)
-        is_visible = None
-        if sum(frame.num_vehicles + frame.num_walkers for frame in frames) > _CULL_MIN_BOXES * len(frames):
-            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
-            centres = np.concatenate([frame.centres for frame in frames])
-            cull_distance_m = np.concatenate([frame.cull_distance_m for frame in frames])
-            is_visible = np.abs(centres - complex(float(ego.xy[0]), float(ego.xy[1]))) <= cull_distance_m
-        line_centres = np.concatenate([frame.line_centres for frame in frames])
-        is_line_visible = line_centres
-        if len(line_centres):
-            line_cull_m = np.concatenate([frame.line_cull_distance_m for frame in frames])
-            is_line_visible = np.abs(line_centres - complex(float(ego.xy[0]), float(ego.xy[1]))) <= line_cull_m
-        first_point = first_box = first_line = 0
-        for slot, frame in enumerate(frames):
-            num_points, num_boxes = len(frame.points_xy), frame.num_vehicles + frame.num_walkers
-            num_lines = len(frame.line_centres)
-            frame_pixels = pixels[first_point : first_point + num_points]
-            visible = None if is_visible is None else is_visible[first_box : first_box + num_boxes]
-            lines_visible = is_line_visible[first_line : first_line + num_lines]
-            self._draw_frame(slot, frame, frame_pixels, visible, lines_visible)
-            first_point, first_box, first_line = first_point + num_points, first_box + num_boxes, first_line + num_lines
+        fixed_point_affine = affine * FIXED_POINT_SCALE
+        self._draw_boxes(frames, fixed_point_affine, ego_x, ego_y)
+        self._draw_lines(frames, fixed_point_affine, complex(ego_x, ego_y))
 
         self._last_affine = affine
         self._last_frames = frames
         self._last_ego = ego
-        return self._pool(masks)
+        return self._pooled()
+
+    def _clear_drawn(self) -> None:
+        """Zero the per-step channels drawn by the last render (all others are still zero)."""
+        masks = self._masks
+        for start, stop in _runs(self._drawn):
+            masks[start:stop].fill(0)
+        self._drawn = [False] * len(masks)
+        self._shared = []
+
+    def _pooled(self) -> np.ndarray:
+        """Pool the channels that may be non-zero (static ones, those drawn); copy shared ones."""
+        to_pool = self._drawn.copy()
+        to_pool[ROAD_CHANNEL] = to_pool[MARKING_CHANNEL] = True
+        pooled = self._pool(self._masks, _runs(to_pool))
+        for channel, source in self._shared:
+            np.copyto(pooled[channel], pooled[source])
+        return pooled
+
+    def _copy_shared_channels(self) -> None:
+        """Fill in the full-resolution channels that the last render left as copies to make."""
+        masks = self._masks
+        for channel, source in self._shared:
+            np.copyto(masks[channel], masks[source])
+            self._drawn[channel] = True
+        self._shared = []
 
     def render_rgb(self) -> np.ndarray:
         """``(size, size, 3)`` uint8 RGB picture of the last render, ego box in white."""
         if self._last_affine is None:
             raise RuntimeError("BevRenderer.render_rgb() needs a render() first")
+        self._copy_shared_channels()
         config = self.config
         size = config.size_px
         affine = self._last_affine
@@ -167,16 +201,33 @@ class BevRenderer:
             )
             self._raster_map_id = geometry.map_id
             self._raster_to_world = np.vstack([self._raster.pixel_to_world_affine(), [0.0, 0.0, 1.0]])
+            self._raster_values = value_raster(
+                self._raster, _ROAD_VALUE, config.solid_marking_value, config.broken_marking_value
+            )
         return self._raster
 
     def _draw_static(self, geometry: MapGeometry, affine: np.ndarray) -> None:
         """Crop road and markings out of the cached raster with one nearest-neighbour warp."""
         raster = self._raster_for(geometry)
         raster_to_bev = affine @ self._raster_to_world
+        size = (self.config.size_px, self.config.size_px)
+        if self._raster_values is not None:
+            # Road and marking values side by side in one uint16 pixel: one warp, one split.
+            cv2.warpAffine(
+                self._raster_values,
+                raster_to_bev,
+                size,
+                dst=self._static_values,
+                flags=cv2.INTER_NEAREST,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=0,
+            )
+            cv2.split(self._static_values.view(np.uint8).reshape(*size, 2), self._static_channels)
+            return
         cv2.warpAffine(
             raster.bits,
             raster_to_bev,
-            (self.config.size_px, self.config.size_px),
+            size,
             dst=self._static_bits,
             flags=cv2.INTER_NEAREST,
             borderMode=cv2.BORDER_CONSTANT,
@@ -199,36 +250,118 @@ class BevRenderer:
         start = max(route_index - 1, 0)
         waypoints = route.xy[start : route_index + self.config.route_waypoints]
         draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
+        self._drawn[ROUTE_CHANNEL] = len(waypoints) > 0
 
-    def _draw_frame(
-        self,
-        slot: int,
-        frame: HistoryFrame,
-        pixels: np.ndarray,
-        is_visible: np.ndarray | None,
-        is_line_visible: np.ndarray,
+    def _draw_boxes(
+        self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_x: float, ego_y: float
     ) -> None:
-        """Draw one history frame (its fixed-point ``pixels``) into its channels.
+        """Fill every frame's vehicles and walkers; all frames are transformed with one call.
 
-        ``is_visible`` marks the boxes that may touch the view (``None``: draw them all);
-        ``is_line_visible`` the stop-line segments that may (one per segment of ``line_groups``).
+        Frames with many boxes on average are culled box by box (the test costs more than it
+        saves for a few); otherwise a kind is drawn whole, or skipped when none of its boxes can
+        touch the view (which leaves the image unchanged, and its channel clean for pooling).
         """
-        vehicle_channel, walker_channel, light_channel = self._slot_channels[slot]
-        num_vehicles, num_boxes = frame.num_vehicles, frame.num_vehicles + frame.num_walkers
-        if num_boxes:
-            corners = pixels[: 4 * num_boxes].reshape(-1, 4, 2)
-            vehicles, walkers = corners[:num_vehicles], corners[num_vehicles:]
+        num_boxes = [frame.num_vehicles + frame.num_walkers for frame in frames]
+        total = sum(num_boxes)
+        if total == 0:
+            return
+        arrays = [frame.points_xy for frame in frames if len(frame.points_xy)]
+        points = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        corners = to_fixed_point_pixels(points, fixed_point_affine).reshape(-1, 4, 2)
+        is_visible = None
+        if total > _CULL_MIN_BOXES * len(frames):
+            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
+            centres = np.concatenate([frame.centres for frame in frames])
+            cull_distance_m = np.concatenate([frame.cull_distance_m for frame in frames])
+            is_visible = np.abs(centres - complex(ego_x, ego_y)) <= cull_distance_m
+        first = 0
+        for slot, frame in enumerate(frames):
+            count, num_vehicles = num_boxes[slot], frame.num_vehicles
+            if not count:
+                continue
+            boxes = corners[first : first + count]
+            vehicles: np.ndarray | None = boxes[:num_vehicles]
+            walkers: np.ndarray | None = boxes[num_vehicles:]
             if is_visible is not None:
-                vehicles, walkers = vehicles[is_visible[:num_vehicles]], walkers[is_visible[num_vehicles:]]
-            refill_vehicles = corners[frame.refill_vehicles] if len(frame.refill_vehicles) else ()
-            refill_walkers = corners[frame.refill_walkers] if len(frame.refill_walkers) else ()
-            fill_boxes(vehicle_channel, vehicles, refill_vehicles)
-            fill_boxes(walker_channel, walkers, refill_walkers)
-        width_px = self.config.stop_line_width_px
-        for value, start, stop in frame.line_groups:
-            segments = pixels[start:stop].reshape(-1, 2, 2)
-            keep = is_line_visible[(start - 4 * num_boxes) // 2 : (stop - 4 * num_boxes) // 2]
-            draw_segments(light_channel, segments[keep], width_px, value)
+                visible = is_visible[first : first + count]
+                vehicles, walkers = vehicles[visible[:num_vehicles]], walkers[visible[num_vehicles:]]
+            else:
+                if not any_disc_reaches(frame.vehicle_discs, ego_x, ego_y):
+                    vehicles = None  # none can touch the view: neither can their refills
+                if not any_disc_reaches(frame.walker_discs, ego_x, ego_y):
+                    walkers = None
+            first += count
+            channels, indices = self._slot_channels[slot], self._slot_indices[slot]
+            for kind, kind_px, refill in ((0, vehicles, frame.refill_vehicles), (1, walkers, frame.refill_walkers)):
+                if kind_px is None:
+                    continue
+                refill_px = boxes[refill] if len(refill) else ()
+                if len(kind_px) or len(refill_px):
+                    fill_boxes(channels[kind], kind_px, refill_px)
+                    self._drawn[indices[kind]] = True
+
+    def _draw_lines(self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_xy: complex) -> None:
+        """Draw every frame's stop lines; frames sharing a layout share one drawing.
+
+        Light states change every few seconds, so the frames of a render nearly always hold
+        the same layout object: its visible segments are found, transformed and drawn once,
+        and the other slots are marked as copies of that channel.
+        """
+        drawn_slot: dict[int, int] = {}
+        for slot, frame in enumerate(frames):
+            layout = frame.lines
+            if not layout.groups:
+                continue
+            _, _, light_channel = self._slot_channels[slot]
+            light_index = self._slot_indices[slot][2]
+            source = drawn_slot.get(id(layout))
+            if source is None:
+                is_drawn = draw_stop_lines(
+                    light_channel, layout, fixed_point_affine, ego_xy, self.config.stop_line_width_px
+                )
+                drawn_slot[id(layout)] = slot if is_drawn else -1
+                self._drawn[light_index] = is_drawn
+            elif source >= 0:
+                self._shared.append((light_index, self._slot_indices[source][2]))
+
+
+def draw_stop_lines(
+    channel: np.ndarray, layout: StopLineLayout, fixed_point_affine: np.ndarray, ego_xy: complex, width_px: int
+) -> bool:
+    """Draw the segments of ``layout`` that may touch the view, group by group; ``True`` if any.
+
+    Segments whose midpoint is farther from the ego than their cull distance cannot touch the
+    view, so only the others are transformed and drawn (in ascending value, so the larger value
+    wins where lines cross).
+    """
+    visible = (np.abs(layout.centres - ego_xy) <= layout.cull_distance_m).nonzero()[0]
+    if not len(visible):
+        return False
+    segments = layout.segments_xy[visible].reshape(-1, 1, 2)
+    pixels = cv2.transform(segments, fixed_point_affine).astype(np.int32).reshape(-1, 2, 2)
+    edges = np.searchsorted(visible, layout.group_edges).tolist()
+    is_drawn = False
+    for (value, _, _), start, stop in zip(layout.groups, edges[0::2], edges[1::2]):
+        if stop > start:
+            draw_segments(channel, pixels[start:stop], width_px, value)
+            is_drawn = True
+    return is_drawn
+
+
+def _runs(flags: list[bool]) -> list[tuple[int, int]]:
+    """``(start, stop)`` ranges of consecutive ``True`` flags."""
+    runs = []
+    start = None
+    for index, flag in enumerate(flags):
+        if flag and start is None:
+            start = index
+        elif not flag and start is not None:
+            runs.append((start, index))
+            start = None
+    if start is not None:
+        runs.append((start, len(flags)))
+    return runs
+
 
 def split_static_bits(
     bits: np.ndarray, road: np.ndarray, markings: np.ndarray, scratch: np.ndarray, config: BevConfig

@@ -46,7 +46,7 @@ def apply_affine(affine: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 
 # Box corners as (along, across) signs in drawing order: front-left, front-right, rear-right, rear-left.
-_CORNER_SIGNS = np.array([[1.0, 1.0, -1.0, -1.0], [-1.0, 1.0, 1.0, -1.0]])
+_CORNER_SIGNS = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]])
 
 
 def box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) -> np.ndarray:
@@ -59,9 +59,11 @@ def box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) ->
     """
     # Complex arithmetic rotates all corners of all boxes in a handful of array operations:
     # (along + i across) * exp(i yaw) turns (1, 0) into the heading and (0, 1) into its right.
+    # The local corners are the half-extents with signs flipped (exact), read as complex
+    # numbers in place; with a few boxes per call, the number of numpy calls is the cost.
     heading = np.exp(1j * np.deg2rad(np.asarray(yaw_deg, dtype=np.float64)))
-    half_extent = np.asarray(half_extent, dtype=np.float64)
-    local = half_extent[:, :1] * _CORNER_SIGNS[0] + 1j * (half_extent[:, 1:2] * _CORNER_SIGNS[1])
-    centres = np.asarray(xy, dtype=np.float64)
-    corners = (centres[:, 0] + 1j * centres[:, 1])[:, None] + local * heading[:, None]
-    return np.ascontiguousarray(corners).view(np.float64).reshape(-1, 4, 2)
+    signed = np.asarray(half_extent, dtype=np.float64).reshape(-1, 1, 2) * _CORNER_SIGNS  # (N, 4, 2)
+    local = signed.view(np.complex128).reshape(-1, 4)
+    centres = np.ascontiguousarray(xy, dtype=np.float64).reshape(-1, 2).view(np.complex128)  # (N, 1)
+    corners = centres + local * heading[:, None]
+    return corners.view(np.float64).reshape(-1, 4, 2)

@@ -55,7 +55,7 @@ def overlapping_boxes(
     ego_xy: np.ndarray, ego_yaw_deg: float, ego_half_extent: np.ndarray, others: ActorBoxes
 ) -> np.ndarray:
     """Indices of the ``others`` that overlap the ego box, ascending (see :func:`boxes_overlap`)."""
-    if len(others) == 0:
+    if len(others) == 0 or not _may_overlap_any(ego_xy, ego_half_extent, others):
         return _NO_INDICES
     delta = others.xy - ego_xy
     distance2 = np.einsum("ij,ij->i", delta, delta)
@@ -83,6 +83,42 @@ def overlapping_boxes(
 
 
 _NO_INDICES = np.zeros(0, dtype=np.int64)
+
+_REACH_SLACK = 1e-9
+"""Relative slack of pure-Python twins of exact tests: far above their rounding differences
+from numpy (a few ulp), far below anything geometric."""
+
+
+def _may_overlap_any(ego_xy: np.ndarray, ego_half_extent: np.ndarray, others: ActorBoxes) -> bool:
+    """``False`` only if the exact broad phase of :func:`overlapping_boxes` rejects every box.
+
+    The usual step has a handful of actors and none within reach; a loop over Python floats
+    decides that faster than one numpy call. The circle test is loosened by
+    :data:`_REACH_SLACK` (``math.hypot`` and ``np.hypot`` may differ in the last bit), and
+    anything but plain float64 arrays, or a NaN, answers ``True`` (the exact path decides).
+    """
+    xy, half_extent = others.xy, others.half_extent
+    if not (
+        type(xy) is np.ndarray
+        and type(half_extent) is np.ndarray
+        and xy.dtype == _FLOAT64
+        and half_extent.dtype == _FLOAT64
+        and xy.shape == half_extent.shape == (len(others), 2)
+        and getattr(ego_xy, "shape", None) == (2,)
+    ):
+        return True
+    ego_x, ego_y = ego_xy.tolist()
+    ego_radius_m = math.hypot(ego_half_extent[0], ego_half_extent[1])
+    hypot, slack = math.hypot, 1.0 + _REACH_SLACK
+    for (x, y), (half_length, half_width) in zip(xy.tolist(), half_extent.tolist()):
+        dx, dy = x - ego_x, y - ego_y
+        reach = (ego_radius_m + hypot(half_length, half_width)) * slack
+        if not dx * dx + dy * dy >= reach * reach:
+            return True
+    return False
+
+
+_FLOAT64 = np.dtype(np.float64)
 
 
 def segments_cross(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.ndarray:
@@ -115,21 +151,26 @@ def segments_cross(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.n
 def ego_corners(ego: EgoState, with_centre: bool = False) -> np.ndarray:
     """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners` (scalar fast path);
     ``(5, 2)`` with the centre appended when ``with_centre``."""
+    corners = _ego_corner_list(ego)
+    if with_centre:
+        corners.append(ego.xy.tolist())
+    return np.array(corners)
+
+
+def _ego_corner_list(ego: EgoState) -> list[list[float]]:
+    """The rows of :func:`ego_corners` as Python floats."""
     yaw = math.radians(ego.yaw_deg)
     cos, sin = math.cos(yaw), math.sin(yaw)
     half_length, half_width = ego.half_extent.tolist()  # Python floats: scalar maths is faster
     fx, fy = half_length * cos, half_length * sin
     rx, ry = -half_width * sin, half_width * cos
     x, y = ego.xy.tolist()
-    corners = [
+    return [
         [x + fx - rx, y + fy - ry],
         [x + fx + rx, y + fy + ry],
         [x - fx + rx, y - fy + ry],
         [x - fx - rx, y - fy - ry],
     ]
-    if with_centre:
-        corners.append([x, y])
-    return np.array(corners)
 
 
 def ego_front_xy(ego: EgoState) -> np.ndarray:
@@ -165,12 +206,25 @@ class DrivableArea:
         distance = np.zeros(len(points_xy))
         if self.geometry is None:
             return distance
-        inside = shapely.intersects_xy(self.geometry, points_xy[:, 0], points_xy[:, 1])
+        # shapely.lib directly: the public wrapper only re-prepares the (prepared) geometry.
+        inside = shapely.lib.intersects_xy(self.geometry, points_xy[:, 0], points_xy[:, 1])
         if inside.all():
             return distance
         outside = ~inside
         distance[outside] = shapely.distance(self.geometry, shapely.points(points_xy[outside]))
         return distance
+
+    def ego_outside_m(self, ego: EgoState) -> list[float]:
+        """``outside_distance_m(ego_corners(ego, with_centre=True)).tolist()``: the per-step
+        check, with no array work beyond the point test when the ego is on the road."""
+        if self.geometry is None:
+            return [0.0] * 5
+        corners = _ego_corner_list(ego)
+        corners.append(ego.xy.tolist())
+        xs, ys = zip(*corners)
+        if False not in shapely.lib.intersects_xy(self.geometry, np.array(xs), np.array(ys)).tolist():
+            return [0.0] * 5
+        return self.outside_distance_m(np.array(corners)).tolist()
 
 
 _DRIVABLE_CACHE: dict[str, DrivableArea] = {}
@@ -239,21 +293,28 @@ class _StopLineGrid:
         for i, (x, y) in enumerate(segments[:, 0, :].tolist()):
             key = (math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M))
             self._buckets.setdefault(key, []).append(i)
+        self._neighbourhoods: dict[tuple[int, int], tuple[int, ...]] = {}
 
-    def near(self, x: float, y: float) -> list[int]:
+    def near(self, x: float, y: float) -> tuple[int, ...]:
         """Lines whose first end may lie within ``STOP_LINE_REACH_M`` of ``(x, y)`` (a superset)."""
-        cx, cy = math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M)
+        key = (math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M))
+        found = self._neighbourhoods.get(key)
+        if found is None:  # the ego stays in a cell for many steps: gather its 3 x 3 cells once
+            found = self._neighbourhoods[key] = self._gather(*key)
+        return found
+
+    def _gather(self, cx: int, cy: int) -> tuple[int, ...]:
         found: list[int] = []
         for dx in (-1, 0, 1):
             for dy in (-1, 0, 1):
                 found.extend(self._buckets.get((cx + dx, cy + dy), ()))
-        return found
+        return tuple(found)
 
 
 _GRID_CACHE: dict[int, tuple[weakref.ref, _StopLineGrid | None]] = {}
 
 
-def _stop_lines_near(segments: np.ndarray, x: float, y: float) -> list[int]:
+def _stop_lines_near(segments: np.ndarray, x: float, y: float) -> list[int] | tuple[int, ...]:
     """Indices of stop lines that may be within reach of ``(x, y)``.
 
     An array seen for the second time gets a :class:`_StopLineGrid`; arrays built anew every

@@ -167,7 +167,7 @@ class InfractionMonitor:
         self._touching = touching
 
         # Leaving the drivable area (the SUMO world has no kerbs or walls to hit).
-        outside_m = self._area.outside_distance_m(ego_corners(ego, with_centre=True)).tolist()
+        outside_m = self._area.ego_outside_m(ego)
         corner_outside_m = max(outside_m[:4])
         is_offroad = corner_outside_m > cfg.offroad_tolerance_m
         if is_offroad and not self._is_offroad:

@@ -59,6 +59,8 @@ def reward_hazards(
         leader: the leading vehicle on the route, if any.
         walkers: walkers in the ego's path.
     """
+    if light is None and stop_sign is None and leader is None and not walkers:
+        return _NO_HAZARDS  # the usual step: nothing ahead (Hazards is frozen, so one serves all)
     ego_x, ego_y = snapshot.ego.xy.tolist()
 
     def centre_distance_m(xy: np.ndarray) -> float:
@@ -67,10 +69,10 @@ def reward_hazards(
 
     light_m = None
     if light is not None and light.state in (LightState.RED, LightState.YELLOW) and light.index >= 0:
-        light_m = centre_distance_m(snapshot.traffic_lights.segments[light.index].mean(axis=0))
+        light_m = centre_distance_m(_line_middle(snapshot.traffic_lights.segments, light.index))
     sign_m = None
     if stop_sign is not None and stop_sign.index >= 0:
-        sign_m = centre_distance_m(snapshot.stop_signs.segments[stop_sign.index].mean(axis=0))
+        sign_m = centre_distance_m(_line_middle(snapshot.stop_signs.segments, stop_sign.index))
     if leader is None:
         vehicle_m = gap_m = closing_mps = None
     else:
@@ -85,6 +87,19 @@ def reward_hazards(
         leader_gap_m=gap_m,
         leader_closing_mps=closing_mps,
     )
+
+
+_NO_HAZARDS = Hazards()
+
+
+def _line_middle(segments: np.ndarray, index: int) -> np.ndarray:
+    """``segments[index].mean(axis=0)`` without its numpy overhead: for float64 lines the mean
+    of two points is ``(a + b) / 2`` exactly as numpy's reduction computes it."""
+    line = segments[index]
+    if not (type(line) is np.ndarray and line.dtype == np.float64 and line.shape == (2, 2)):
+        return line.mean(axis=0)
+    (ax, ay), (bx, by) = line.tolist()
+    return np.array([(ax + bx) / 2.0, (ay + by) / 2.0])
 
 
 @dataclass(frozen=True)

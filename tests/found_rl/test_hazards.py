@@ -226,3 +226,109 @@ def test_moving_a_stop_line_is_seen_on_the_next_query():
     far = scene(lights=lines([((30.0, -1.75), (30.0, 1.75))], [LightState.RED]))
     assert hazards.affecting_light(near, START).distance_m == pytest.approx(20.0 - EGO_HALF_LENGTH)
     assert hazards.affecting_light(far, START).distance_m == pytest.approx(30.0 - EGO_HALF_LENGTH)
+
+
+# --- fast paths against the general (reference) path on random scenes ----------------------
+
+
+def random_route(rng: np.random.Generator) -> Route:
+    """A dense route that goes straight, bends or loops back (the shapes the fast paths bound)."""
+    kind = rng.integers(3)
+    count = int(rng.integers(30, 160))
+    if kind == 0:  # straight, any heading
+        heading = rng.uniform(-math.pi, math.pi)
+        xy = np.arange(count)[:, None] * np.array([math.cos(heading), math.sin(heading)])
+    elif kind == 1:  # gentle or sharp bends
+        turn = np.cumsum(rng.normal(0.0, rng.choice([0.002, 0.05, 0.2]), count))
+        xy = np.cumsum(np.stack([np.cos(turn), np.sin(turn)], axis=1), axis=0)
+    else:  # out and back, a few metres apart
+        half = count // 2
+        out = np.stack([np.arange(half, dtype=float), np.zeros(half)], axis=1)
+        xy = np.concatenate([out, out[::-1] + [0.0, rng.uniform(2.0, 8.0)]])
+    return route_from(xy + rng.uniform(-500.0, 500.0, 2))
+
+
+def random_actors(rng: np.random.Generator, route: Route, index: int, count: int, prefix: str) -> ActorBoxes:
+    near = np.clip(index + rng.integers(-10, 30, count), 0, len(route.xy) - 1)
+    return ActorBoxes(
+        tuple(f"{prefix}{k}" for k in range(count)),
+        route.xy[near] + rng.normal(0.0, rng.choice([0.5, 3.0, 8.0]), (count, 2)),
+        route.yaw_deg[near] + rng.choice([0.0, 90.0, 180.0, -90.0], count) + rng.normal(0.0, 15.0, count),
+        np.abs(rng.normal([2.3, 1.0], 0.6, (count, 2))) + 0.05,
+        rng.normal(0.0, 5.0, (count, 2)),
+    )
+
+
+def random_scenes(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        route = random_route(rng)
+        index = int(rng.integers(0, len(route.xy)))
+        ego_xy = route.xy[index] + rng.normal(0.0, 1.0, 2)
+        snapshot = scene(
+            vehicles=random_actors(rng, route, index, int(rng.integers(1, 8)), "v"),
+            walkers=random_actors(rng, route, index, int(rng.integers(1, 4)), "w"),
+            route=route,
+            ego_xy=ego_xy,
+            ego_yaw_deg=float(route.yaw_deg[index] + rng.normal(0.0, 10.0)),
+        )
+        yield snapshot, index + int(rng.integers(-3, 4)), float(rng.choice([0.0, 5.0, 15.0, 40.0]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_corridor_matches_the_reference_path_exactly(seed):
+    found = 0
+    for snapshot, index, horizon_m in random_scenes(seed, 300):
+        for boxes, half_width_m in ((snapshot.vehicles, 1.0), (snapshot.walkers, 2.5)):
+            fast = hazards._actors_in_corridor(snapshot, boxes, index, horizon_m, half_width_m)
+            reference = hazards._actors_in_corridor_reference(snapshot, boxes, index, horizon_m, half_width_m)
+            assert repr(fast) == repr(reference)  # repr: every float bit for bit
+            found += len(fast)
+    assert found > 50  # the scenes do put actors in the corridor
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference meets inf * 0
+def test_fast_corridor_defers_odd_inputs_to_the_reference_path():
+    snapshot = scene(
+        vehicles=actors([[8.0, 0.0], [math.nan, 0.0]]), walkers=actors([[6.0, 0.5]], half_extent=(math.inf, 0.3))
+    )
+    for boxes, horizon_m in (
+        (snapshot.vehicles, 15.0),
+        (snapshot.walkers, 15.0),
+        (snapshot.vehicles, np.float32(15.0)),
+    ):
+        fast = hazards._actors_in_corridor(snapshot, boxes, START, horizon_m, 1.0)
+        assert repr(fast) == repr(hazards._actors_in_corridor_reference(snapshot, boxes, START, horizon_m, 1.0))
+
+
+def test_straight_frames_bound_every_waypoint_they_cover():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        route = random_route(rng)
+        geometry = hazards._route_geometry(route)
+        frames = hazards._build_frames(geometry)
+        for frame in frames:
+            origin = complex(frame.origin_x, frame.origin_y)
+            direction = complex(frame.direction_x, frame.direction_y)
+            local = (geometry.xy[frame.first : frame.last] - origin) * direction.conjugate()
+            slip = geometry.arclength_m[frame.first : frame.last] - frame.origin_s - local.real
+            assert np.all(np.abs(local.imag) <= frame.offset_m)
+            assert np.all(np.abs(slip) <= frame.slip_m)
+            assert np.all(np.abs(geometry.direction[frame.first : frame.last] - direction) <= frame.turn)
+
+
+def test_first_crossing_bisect_matches_searchsorted():
+    rng = np.random.default_rng(3)
+    for snapshot, index, horizon_m in random_scenes(11, 100):
+        route = snapshot.route
+        segments = np.stack([route.xy[::9] + rng.normal(0, 2, (len(route.xy[::9]), 2)), route.xy[::9]], axis=1)
+        signs = lines(segments, [LightState.RED] * len(segments))
+        geometry = hazards._route_geometry(route)
+        crossings = hazards._route_crossings(route, geometry, signs.segments)
+        s_ego = hazards._ego_arclength(snapshot, index, geometry)
+        s_front = s_ego + EGO_HALF_LENGTH
+        first = int(np.searchsorted(crossings.arclength_m, s_ego))
+        expected = None
+        if first < len(crossings.arclength_m) and not crossings.arclength_m[first] > s_front + horizon_m:
+            expected = (int(crossings.line_index[first]), float(crossings.arclength_m[first]) - s_front)
+        assert hazards._first_crossing(snapshot, signs, index, horizon_m) == expected

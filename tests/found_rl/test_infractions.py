@@ -259,3 +259,56 @@ def test_stop_line_crossings_agree_with_the_vectorised_test():
         p1 = p0 + rng.uniform(-2.0, 2.0, size=2)
         expected = np.flatnonzero(segments_cross(p0, p1, lines.segments)).tolist()
         assert crossed_stop_lines(p0, p1, lines, road).tolist() == expected
+
+
+# --------------------------------------------------- fast paths against the general ones
+
+
+def test_overlap_prefilter_never_drops_an_overlap(monkeypatch):
+    from found_rl.infractions import geometry
+
+    rng = np.random.default_rng(0)
+    scenes = []
+    for _ in range(400):
+        count = int(rng.integers(1, 8))
+        others = ActorBoxes(
+            tuple(f"v{k}" for k in range(count)),
+            rng.normal(0.0, rng.choice([2.0, 5.0, 20.0]), (count, 2)),
+            rng.uniform(-180.0, 180.0, count),
+            np.abs(rng.normal([2.3, 1.0], 1.0, (count, 2))) + 0.05,
+            np.zeros((count, 2)),
+        )
+        scenes.append((rng.normal(0.0, 1.0, 2), float(rng.uniform(-180.0, 180.0)), np.array([2.4, 1.05]), others))
+    fast = [geometry.overlapping_boxes(*scene).tolist() for scene in scenes]
+    monkeypatch.setattr(geometry, "_may_overlap_any", lambda *args: True)
+    assert fast == [geometry.overlapping_boxes(*scene).tolist() for scene in scenes]
+    assert sum(map(bool, fast)) > 20
+
+
+def test_ego_outside_matches_outside_distance_of_the_corners():
+    from found_rl.infractions import drivable_area
+    from found_rl.testing import straight_road
+
+    area = drivable_area(straight_road(200.0))
+    rng = np.random.default_rng(1)
+    outside = 0
+    for _ in range(300):
+        xy = (float(rng.uniform(-10.0, 210.0)), float(rng.normal(Y, 6.0)))
+        scene = snapshot(0, xy, yaw_deg=float(rng.uniform(-180.0, 180.0)))
+        expected = area.outside_distance_m(ego_corners(scene.ego, with_centre=True)).tolist()
+        assert area.ego_outside_m(scene.ego) == expected
+        outside += max(expected) > 0.0
+    assert 20 < outside < 280  # both branches are exercised
+
+
+def test_stop_line_grid_neighbourhoods_are_the_cells_around():
+    from found_rl.infractions.geometry import STOP_LINE_REACH_M, _StopLineGrid
+
+    rng = np.random.default_rng(2)
+    segments = rng.uniform(-60.0, 60.0, (200, 2, 2))
+    grid = _StopLineGrid(segments)
+    for x, y in rng.uniform(-70.0, 70.0, (300, 2)):
+        near = grid.near(float(x), float(y))
+        assert near == grid.near(float(x), float(y))  # memoised
+        within = np.flatnonzero(np.hypot(*(segments[:, 0] - (x, y)).T) < STOP_LINE_REACH_M)
+        assert set(within.tolist()) <= set(near)

@@ -87,3 +87,54 @@ def test_route_needs_two_waypoints():
     route = Route("short", np.zeros((1, 2)), np.zeros(1), np.zeros(1, np.int8), ("a",), 0.0)
     with pytest.raises(ValueError, match="short"):
         RouteTracker(route, np.zeros(2), 0.0)
+
+
+# --- the fast projection against the reference one -------------------------------------------
+
+
+def random_route(rng: np.random.Generator) -> Route:
+    count = int(rng.integers(20, 200))
+    if rng.random() < 0.3:  # out and back: two stretches within the overlap tolerance
+        half = count // 2
+        out = np.stack([np.arange(half, dtype=float), np.zeros(half)], axis=1)
+        xy = np.concatenate([out, out[::-1] + [0.0, rng.uniform(0.3, 3.0)]])
+    else:
+        turn = np.cumsum(rng.normal(0.0, rng.choice([0.0, 0.05, 0.3]), count))
+        spacing = rng.uniform(0.3, 2.0, count)[:, None]
+        xy = np.cumsum(spacing * np.stack([np.cos(turn), np.sin(turn)], axis=1), axis=0)
+    xy = xy + rng.uniform(-300.0, 300.0, 2)
+    yaw = np.degrees(np.arctan2(*np.diff(xy, axis=0)[:, ::-1].T))
+    commands = np.full(len(xy), int(RoadOption.LANEFOLLOW), dtype=np.int8)
+    return Route("random", xy, np.append(yaw, yaw[-1]), commands, ("a",) * len(xy), 0.0)
+
+
+class ReferenceTracker(RouteTracker):
+    """The tracker with the vectorised projection only."""
+
+    def _nearest_fast(self, x, y, lo, hi):
+        return None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_projection_matches_the_reference_exactly(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        route = random_route(rng)
+        start = route.xy[0] + rng.normal(0.0, 0.5, 2)
+        fast, reference = RouteTracker(route, start, 0.0), ReferenceTracker(route, start, 0.0)
+        assert repr(fast.progress) == repr(reference.progress)
+        position = 0.0
+        for _ in range(150):
+            position = min(position + rng.uniform(-0.2, 1.5), len(route.xy) - 1.0)
+            k = int(max(position, 0.0))
+            xy = route.xy[k] + rng.normal(0.0, rng.choice([0.1, 1.0, 4.0]), 2)
+            if rng.random() < 0.1:
+                xy = fast._last_x, fast._last_y  # standing still: the memoised answer
+            yaw = float(rng.uniform(-180.0, 180.0))
+            assert repr(fast.update(np.array(xy), yaw)) == repr(reference.update(np.array(xy), yaw))
+
+
+def test_nearest_fast_declines_when_the_route_is_out_of_reach():
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    assert tracker._nearest_fast(50.0, EAST_LANE_Y + 20.0, 0, 60) is None  # far off: the reference decides
+    assert tracker._nearest_fast(50.0, EAST_LANE_Y + 0.5, 40, 60) is not None
