@@ -12,6 +12,7 @@ not depend on the ego pose of the render is computed here, once.
 from __future__ import annotations
 
 import functools
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -32,6 +33,10 @@ leaves the image unchanged."""
 
 _FAST_OVERLAP_MAX_BOXES = 16
 """Up to this many boxes the bounding-circle pre-test of :func:`_overlapping` runs in plain Python."""
+
+_FAST_FRAME_MAX_BOXES = 12
+"""Frames with up to this many boxes are built in plain Python (:func:`_small_history_frame`):
+with a handful of actors, each numpy call costs more than the arithmetic it replaces."""
 
 _NEAR_TOLERANCE = 1e-9
 """Relative slack of the plain-Python bounding-circle pre-test; rounding is ~1e-16, so a pair it
@@ -59,9 +64,10 @@ class HistoryFrame(NamedTuple):
         points_xy: ``(4 (V + W), 1, 2)`` float64 box corners, as ``cv2.transform`` takes them:
             the corners of box ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers).
         num_vehicles, num_walkers: box counts ``V`` and ``W``.
-        centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling).
+        centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling box by box); ``None``
+            for frames of at most ``_FAST_FRAME_MAX_BOXES`` boxes (culled by their discs).
         cull_distance_m: ``(V + W,)`` centre distance from the ego beyond which a box cannot
-            touch the view (view radius plus the box's half-diagonal).
+            touch the view (view radius plus the box's half-diagonal); ``None`` with ``centres``.
         vehicle_discs, walker_discs: per box, a :data:`Disc` with reach ``cull_distance_m`` plus
             a couple of pixels of slack: a plain-Python test that tells the renderer when no box
             of a kind can touch the view, so it skips drawing (and pooling) that channel.
@@ -77,8 +83,8 @@ class HistoryFrame(NamedTuple):
     points_xy: np.ndarray
     num_vehicles: int
     num_walkers: int
-    centres: np.ndarray
-    cull_distance_m: np.ndarray
+    centres: np.ndarray | None
+    cull_distance_m: np.ndarray | None
     vehicle_discs: tuple[Disc, ...]
     walker_discs: tuple[Disc, ...]
     refill_vehicles: np.ndarray
@@ -99,6 +105,8 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
             float(snapshot.time_s), _NO_POINTS, 0, 0, _NO_LINES, _NO_CULL, (), (), _NO_INDICES, _NO_INDICES,
             lines, stop_sign_lines,
         )  # fmt: skip
+    if num_vehicles + num_walkers <= _FAST_FRAME_MAX_BOXES:
+        return _small_history_frame(snapshot, num_vehicles, num_walkers, config, lines, stop_sign_lines)
     # Vehicles and walkers are processed as one array: a few large numpy operations are much
     # cheaper than many small ones at these sizes.
     if num_walkers == 0:
@@ -152,6 +160,103 @@ def any_disc_reaches(discs: tuple[Disc, ...], x: float, y: float) -> bool:
     return False
 
 
+def _small_history_frame(
+    snapshot: WorldSnapshot,
+    num_vehicles: int,
+    num_walkers: int,
+    config: BevConfig,
+    lines: StopLineLayout,
+    stop_sign_lines: np.ndarray,
+) -> HistoryFrame:
+    """:func:`make_history_frame` for a few boxes, in plain-Python floats (same drawing order).
+
+    Corners may differ from :func:`box_corners` in the last bit (no fused multiply-add), which
+    cannot move a pixel unless a corner lies within an ulp of a 1/16-pixel boundary. ``centres``
+    and ``cull_distance_m`` are ``None``: the renderer culls such frames with the discs.
+    """
+    min_half = config.min_half_extent_m
+    derived = _derived(config)
+    reach_m = derived.view_radius_m + derived.box_slack_m
+    corners: list[float] = []
+    boxes: list[tuple[float, ...]] = []  # x, y, cos, sin, half-length, half-width, radius
+    discs: list[Disc] = []
+    for actors, count, scale in (
+        (snapshot.vehicles, num_vehicles, config.vehicle_box_scale),
+        (snapshot.walkers, num_walkers, config.walker_box_scale),
+    ):
+        if not count:
+            continue
+        for (x, y), yaw_deg, (half_length, half_width) in zip(
+            actors.xy.tolist(), actors.yaw_deg.tolist(), actors.half_extent.tolist()
+        ):
+            # Roach's ``scale_bbox`` (NaN stays NaN, as with np.maximum).
+            half_length *= scale
+            half_width *= scale
+            if half_length < min_half:  # noqa: PLR1730 (max() would drop a NaN)
+                half_length = min_half
+            if half_width < min_half:  # noqa: PLR1730
+                half_width = min_half
+            yaw = math.radians(yaw_deg)
+            cos, sin = math.cos(yaw), math.sin(yaw)
+            p, q, r, t = half_length * cos, half_width * sin, half_length * sin, half_width * cos
+            # (along + i across) * (cos + i sin) for the corners (+-, ++, -+, --) in drawing order.
+            corners += (x + (p + q), y + (r - t), x + (p - q), y + (r + t),
+                        x + (-p - q), y + (t - r), x + (q - p), y + (-r - t))  # fmt: skip
+            radius = math.hypot(half_length, half_width)
+            boxes.append((x, y, cos, sin, half_length, half_width, radius))
+            discs.append((x, y, (radius + reach_m) ** 2))
+    refill = _overlapping_small(boxes)
+    num_refill_vehicles = sum(1 for index in refill if index < num_vehicles)
+    return HistoryFrame(
+        float(snapshot.time_s),
+        np.array(corners).reshape(-1, 1, 2),
+        num_vehicles,
+        num_walkers,
+        None,
+        None,
+        tuple(discs[:num_vehicles]),
+        tuple(discs[num_vehicles:]),
+        np.array(refill[:num_refill_vehicles], np.intp) if num_refill_vehicles else _NO_INDICES,
+        np.array(refill[num_refill_vehicles:], np.intp) if len(refill) > num_refill_vehicles else _NO_INDICES,
+        lines,
+        stop_sign_lines,
+    )
+
+
+def _overlapping_small(boxes: list[tuple[float, ...]]) -> list[int]:
+    """:func:`_overlapping` in plain Python: ascending lower indices of overlapping pairs.
+
+    ``boxes`` holds ``(x, y, cos, sin, half_length, half_width, radius)``. Same tests in the
+    same order; results may differ only for boxes within an ulp of the (margin-grown) threshold.
+    """
+    found: list[int] = []
+    count = len(boxes)
+    margin, grow = _OVERLAP_MARGIN_M, 0.5 * _OVERLAP_MARGIN_M
+    for i in range(count - 1):
+        x1, y1, cos1, sin1, length1, width1, radius1 = boxes[i]
+        reach1 = radius1 + 2.0 * margin
+        for j in range(i + 1, count):
+            box = boxes[j]
+            dx, dy, limit = box[0] - x1, box[1] - y1, reach1 + box[6]
+            if not dx * dx + dy * dy < limit * limit:  # bounding circles apart (NaN: apart, as numpy)
+                continue
+            _, _, cos2, sin2, length2, width2, _ = box
+            a1, b1, a2, b2 = length1 + grow, width1 + grow, length2 + grow, width2 + grow
+            # |cos| and |sin| of the angle between the headings.
+            cos, sin = abs(cos1 * cos2 + sin1 * sin2), abs(sin2 * cos1 - sin1 * cos2)
+            # The offset on each box's (along, across) axes against the other box's projection.
+            if (
+                abs(dx * cos1 + dy * sin1) > a1 + cos * a2 + sin * b2
+                or abs(dy * cos1 - dx * sin1) > b1 + cos * b2 + sin * a2
+                or abs(dx * cos2 + dy * sin2) > a2 + cos * a1 + sin * b1
+                or abs(dy * cos2 - dx * sin2) > b2 + cos * b1 + sin * a1
+            ):
+                continue
+            found.append(i)
+            break  # i is in; its other pairs add nothing
+    return found
+
+
 @dataclass(frozen=True)
 class StopLineLayout:
     """Stop-line endpoints of one snapshot in drawing order (see :func:`_stop_lines`).
@@ -170,8 +275,8 @@ class StopLineLayout:
     segments_xy: np.ndarray
     groups: tuple[tuple[int, int, int], ...]
     group_edges: np.ndarray
-    centres: np.ndarray
-    cull_distance_m: np.ndarray
+    centres: np.ndarray | None
+    cull_distance_m: np.ndarray | None
 
 
 _NO_LAYOUT = StopLineLayout(np.zeros((0, 2)), np.zeros((0, 2, 2)), (), _NO_INDICES, _NO_LINES, _NO_CULL)
@@ -265,6 +370,7 @@ class FrameHistory:
     def __init__(self, config: BevConfig) -> None:
         self._ages_s = tuple(float(age) for age in config.history_s)
         self._step_s = config.step_s
+        self._steps_back = tuple(round(age / config.step_s) for age in self._ages_s)
         self._frames: deque[HistoryFrame] = deque(maxlen=round(max(self._ages_s) / config.step_s) + 2)
 
     def clear(self) -> None:
@@ -299,9 +405,9 @@ class FrameHistory:
         last = len(frames) - 1
         tolerance_s = 0.5 * self._step_s
         chosen = []
-        for age_s in self._ages_s:
+        for age_s, steps_back in zip(self._ages_s, self._steps_back):
             target_s = now_s - age_s
-            index = last - round(age_s / self._step_s)
+            index = last - steps_back
             # Fast path: one frame per step, so the frame that many steps back is the one.
             if index >= 0 and abs(frames[index].time_s - target_s) < tolerance_s:
                 chosen.append(frames[index])

@@ -34,13 +34,13 @@ def draw_route(channel: np.ndarray, route_px: np.ndarray, width_px: int, value: 
 
     Args:
         channel: ``(H, W)`` uint8, drawn in place.
-        route_px: ``(K, 2)`` float ``(col, row)`` waypoints, plain pixels.
+        route_px: ``(K, 2)`` or ``(K, 1, 2)`` float ``(col, row)`` waypoints, plain pixels.
         width_px: line thickness.
         value: channel value.
     """
     if len(route_px) == 0:
         return
-    points = route_px.astype(np.float32).reshape(-1, 1, 2)
+    points = route_px.astype(np.float32, copy=False).reshape(-1, 1, 2)
     if len(points) > 2:
         # A dense route is mostly collinear; thick segments are the costly part of drawing it.
         points = cv2.approxPolyDP(points, _ROUTE_SIMPLIFY_PX, False)

@@ -35,9 +35,10 @@ from found_rl.hazards import nearest_route_index
 from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
 
 _ROUTE_SEARCH_WINDOW = 50
-_CULL_MIN_BOXES = 12
-"""Frames with fewer boxes on average are drawn without culling (the test costs more than it saves)."""
 _ROAD_VALUE = 255
+_LINE_CACHE_MARGIN_M = 5.0
+"""Stop lines culled for one ego position serve renders within this distance of it."""
+_NO_LINE_POINTS = np.zeros((0, 1, 2), np.float64)
 
 
 class BevRenderer:
@@ -80,6 +81,8 @@ class BevRenderer:
         self._raster_to_world = np.eye(3)  # (3, 3) raster (col, row, 1) -> world (x, y, 1)
         self._raster_values: np.ndarray | None = None  # uint16 road | marking << 8 bytes (see value_raster)
         self._route_id: int | None = None
+        self._line_cache: dict[int, tuple] = {}
+        """``id(layout)`` -> ``(layout, ego_x, ego_y, points, groups)`` of :meth:`_nearby_lines`."""
         self._route_index: int | None = None
         self._last_affine: np.ndarray | None = None
         self._last_frames: list[HistoryFrame] = []
@@ -249,103 +252,128 @@ class BevRenderer:
         # One waypoint behind the nearest so the line always reaches under the ego.
         start = max(route_index - 1, 0)
         waypoints = route.xy[start : route_index + self.config.route_waypoints]
-        draw_route(self._masks[ROUTE_CHANNEL], apply_affine(affine, waypoints), self.config.route_width_px)
-        self._drawn[ROUTE_CHANNEL] = len(waypoints) > 0
+        if not len(waypoints):
+            return
+        # One cv2.transform in float64, rounded to float32 as draw_route does.
+        pixels = cv2.transform(np.ascontiguousarray(waypoints, np.float64).reshape(-1, 1, 2), affine)
+        draw_route(self._masks[ROUTE_CHANNEL], pixels.astype(np.float32), self.config.route_width_px)
+        self._drawn[ROUTE_CHANNEL] = True
 
     def _draw_boxes(
         self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_x: float, ego_y: float
     ) -> None:
         """Fill every frame's vehicles and walkers; all frames are transformed with one call.
 
-        Frames with many boxes on average are culled box by box (the test costs more than it
-        saves for a few); otherwise a kind is drawn whole, or skipped when none of its boxes can
-        touch the view (which leaves the image unchanged, and its channel clean for pooling).
+        Frames with many boxes (those with ``centres``) are culled box by box (off-view boxes
+        still cost OpenCV edge bookkeeping); for the others the test costs more than it saves,
+        so a kind is drawn whole, or skipped when none of its boxes can touch the view (which
+        leaves the image unchanged, and its channel clean for pooling).
         """
-        num_boxes = [frame.num_vehicles + frame.num_walkers for frame in frames]
-        total = sum(num_boxes)
-        if total == 0:
+        arrays = [frame.points_xy for frame in frames if frame.num_vehicles or frame.num_walkers]
+        if not arrays:
             return
-        arrays = [frame.points_xy for frame in frames if len(frame.points_xy)]
         points = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-        corners = to_fixed_point_pixels(points, fixed_point_affine).reshape(-1, 4, 2)
-        is_visible = None
-        if total > _CULL_MIN_BOXES * len(frames):
-            # Off-view boxes still cost OpenCV edge bookkeeping; dropping them is cheaper.
-            centres = np.concatenate([frame.centres for frame in frames])
-            cull_distance_m = np.concatenate([frame.cull_distance_m for frame in frames])
-            is_visible = np.abs(centres - complex(ego_x, ego_y)) <= cull_distance_m
-        first = 0
+        corners = cv2.transform(points, fixed_point_affine).astype(np.int32).reshape(-1, 4, 2)
+        drawn, first = self._drawn, 0
         for slot, frame in enumerate(frames):
-            count, num_vehicles = num_boxes[slot], frame.num_vehicles
+            num_vehicles = frame.num_vehicles
+            count = num_vehicles + frame.num_walkers
             if not count:
                 continue
             boxes = corners[first : first + count]
-            vehicles: np.ndarray | None = boxes[:num_vehicles]
-            walkers: np.ndarray | None = boxes[num_vehicles:]
-            if is_visible is not None:
-                visible = is_visible[first : first + count]
-                vehicles, walkers = vehicles[visible[:num_vehicles]], walkers[visible[num_vehicles:]]
-            else:
-                if not any_disc_reaches(frame.vehicle_discs, ego_x, ego_y):
-                    vehicles = None  # none can touch the view: neither can their refills
-                if not any_disc_reaches(frame.walker_discs, ego_x, ego_y):
-                    walkers = None
             first += count
+            vehicles: np.ndarray | None = None
+            walkers: np.ndarray | None = None
+            if frame.centres is not None:
+                visible = np.abs(frame.centres - complex(ego_x, ego_y)) <= frame.cull_distance_m
+                vehicles, walkers = boxes[:num_vehicles][visible[:num_vehicles]], boxes[num_vehicles:][visible[num_vehicles:]]
+            else:
+                # None: no box of the kind can touch the view, and neither can their refills.
+                if any_disc_reaches(frame.vehicle_discs, ego_x, ego_y):
+                    vehicles = boxes[:num_vehicles]
+                if any_disc_reaches(frame.walker_discs, ego_x, ego_y):
+                    walkers = boxes[num_vehicles:]
             channels, indices = self._slot_channels[slot], self._slot_indices[slot]
-            for kind, kind_px, refill in ((0, vehicles, frame.refill_vehicles), (1, walkers, frame.refill_walkers)):
-                if kind_px is None:
-                    continue
-                refill_px = boxes[refill] if len(refill) else ()
-                if len(kind_px) or len(refill_px):
-                    fill_boxes(channels[kind], kind_px, refill_px)
-                    self._drawn[indices[kind]] = True
+            if vehicles is not None:
+                refill = frame.refill_vehicles
+                if len(vehicles) or len(refill):
+                    fill_boxes(channels[0], vehicles, boxes[refill] if len(refill) else ())
+                    drawn[indices[0]] = True
+            if walkers is not None:
+                refill = frame.refill_walkers
+                if len(walkers) or len(refill):
+                    fill_boxes(channels[1], walkers, boxes[refill] if len(refill) else ())
+                    drawn[indices[1]] = True
 
     def _draw_lines(self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_xy: complex) -> None:
         """Draw every frame's stop lines; frames sharing a layout share one drawing.
 
         Light states change every few seconds, so the frames of a render nearly always hold
-        the same layout object: its visible segments are found, transformed and drawn once,
-        and the other slots are marked as copies of that channel.
+        the same layout object: its visible segments are transformed and drawn once, and the
+        other slots are marked as copies of that channel.
         """
-        drawn_slot: dict[int, int] = {}
+        last_layout, source = None, -1  # the layout of the last frame drawn, and its slot (-1: blank)
         for slot, frame in enumerate(frames):
             layout = frame.lines
             if not layout.groups:
                 continue
-            _, _, light_channel = self._slot_channels[slot]
             light_index = self._slot_indices[slot][2]
-            source = drawn_slot.get(id(layout))
-            if source is None:
-                is_drawn = draw_stop_lines(
-                    light_channel, layout, fixed_point_affine, ego_xy, self.config.stop_line_width_px
-                )
-                drawn_slot[id(layout)] = slot if is_drawn else -1
+            if layout is not last_layout:  # a layout seen before that was not the last is drawn again
+                points, groups = self._nearby_lines(layout, ego_xy.real, ego_xy.imag)
+                is_drawn = bool(groups)
+                if is_drawn:
+                    pixels = cv2.transform(points, fixed_point_affine).astype(np.int32).reshape(-1, 2, 2)
+                    channel, width_px = self._slot_channels[slot][2], self.config.stop_line_width_px
+                    for value, start, stop in groups:
+                        draw_segments(channel, pixels[start:stop], width_px, value)
+                last_layout, source = layout, slot if is_drawn else -1
                 self._drawn[light_index] = is_drawn
             elif source >= 0:
                 self._shared.append((light_index, self._slot_indices[source][2]))
 
+    def _nearby_lines(
+        self, layout: StopLineLayout, ego_x: float, ego_y: float
+    ) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+        """Endpoints ``(2K, 1, 2)`` of the segments of ``layout`` that may touch the view, and
+        their non-empty ``(value, start, stop)`` segment groups.
 
-def draw_stop_lines(
-    channel: np.ndarray, layout: StopLineLayout, fixed_point_affine: np.ndarray, ego_xy: complex, width_px: int
-) -> bool:
-    """Draw the segments of ``layout`` that may touch the view, group by group; ``True`` if any.
+        Culled with :data:`_LINE_CACHE_MARGIN_M` of extra reach and reused while the ego stays
+        within that margin of where they were found: every segment that can touch the view is
+        then among them (drawing a few more off-view ones leaves the image unchanged).
+        """
+        cached = self._line_cache.get(id(layout))
+        if cached is not None and cached[0] is layout:
+            dx, dy = ego_x - cached[1], ego_y - cached[2]
+            if dx * dx + dy * dy <= _LINE_CACHE_MARGIN_M * _LINE_CACHE_MARGIN_M:
+                return cached[3], cached[4]
+        points, groups = visible_stop_lines(layout, complex(ego_x, ego_y), _LINE_CACHE_MARGIN_M)
+        if len(self._line_cache) >= 4:
+            self._line_cache.clear()
+        self._line_cache[id(layout)] = (layout, ego_x, ego_y, points, groups)
+        return points, groups
 
-    Segments whose midpoint is farther from the ego than their cull distance cannot touch the
-    view, so only the others are transformed and drawn (in ascending value, so the larger value
-    wins where lines cross).
+
+def visible_stop_lines(
+    layout: StopLineLayout, ego_xy: complex, extra_reach_m: float = 0.0
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Endpoints ``(2K, 1, 2)`` of the segments of ``layout`` that may touch the view from
+    ``ego_xy`` (or from anywhere within ``extra_reach_m`` of it), and their non-empty
+    ``(value, start, stop)`` segment ranges in drawing order (ascending value, so the larger
+    value wins where lines cross).
+
+    Segments whose midpoint is farther from the ego than their cull distance cannot touch the view.
     """
-    visible = (np.abs(layout.centres - ego_xy) <= layout.cull_distance_m).nonzero()[0]
+    visible = (np.abs(layout.centres - ego_xy) <= layout.cull_distance_m + extra_reach_m).nonzero()[0]
     if not len(visible):
-        return False
-    segments = layout.segments_xy[visible].reshape(-1, 1, 2)
-    pixels = cv2.transform(segments, fixed_point_affine).astype(np.int32).reshape(-1, 2, 2)
+        return _NO_LINE_POINTS, []
+    points = np.ascontiguousarray(layout.segments_xy[visible].reshape(-1, 1, 2))
     edges = np.searchsorted(visible, layout.group_edges).tolist()
-    is_drawn = False
-    for (value, _, _), start, stop in zip(layout.groups, edges[0::2], edges[1::2]):
-        if stop > start:
-            draw_segments(channel, pixels[start:stop], width_px, value)
-            is_drawn = True
-    return is_drawn
+    groups = [
+        (value, start, stop)
+        for (value, _, _), start, stop in zip(layout.groups, edges[0::2], edges[1::2])
+        if stop > start
+    ]
+    return points, groups
 
 
 def _runs(flags: list[bool]) -> list[tuple[int, int]]:

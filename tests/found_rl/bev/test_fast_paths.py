@@ -86,12 +86,91 @@ def test_history_frame_refills_match_the_numpy_overlap_test(monkeypatch):
     scenes = [random_scene(rng, time_s=0.0, crowded=True) for _ in range(300)]
     fast = [make_history_frame(scene, CONFIG) for scene in scenes]
     monkeypatch.setattr(history, "_FAST_OVERLAP_MAX_BOXES", 0)
+    monkeypatch.setattr(history, "_FAST_FRAME_MAX_BOXES", 0)
     slow = [make_history_frame(scene, CONFIG) for scene in scenes]
     assert sum(len(frame.refill_vehicles) + len(frame.refill_walkers) for frame in slow) > 50
+    assert sum(frame.centres is None for frame in fast) > 100  # the plain-Python frames are exercised
     for a, b in zip(fast, slow):
-        np.testing.assert_array_equal(a.refill_vehicles, b.refill_vehicles)
-        np.testing.assert_array_equal(a.refill_walkers, b.refill_walkers)
-        np.testing.assert_array_equal(a.points_xy, b.points_xy)
+        assert_frames_match(a, b)
+
+
+def assert_frames_match(small, general) -> None:
+    """A plain-Python frame against the numpy one: same boxes, corners to the last bits."""
+    assert (small.num_vehicles, small.num_walkers) == (general.num_vehicles, general.num_walkers)
+    np.testing.assert_array_equal(small.refill_vehicles, general.refill_vehicles)
+    np.testing.assert_array_equal(small.refill_walkers, general.refill_walkers)
+    np.testing.assert_allclose(small.points_xy, general.points_xy, rtol=1e-13, atol=1e-12)
+    assert small.points_xy.shape == general.points_xy.shape and small.points_xy.dtype == np.float64
+    for discs, other in ((small.vehicle_discs, general.vehicle_discs), (small.walker_discs, general.walker_discs)):
+        np.testing.assert_allclose(np.reshape(discs, (-1, 3)), np.reshape(other, (-1, 3)), rtol=1e-13)
+    assert small.lines.groups == general.lines.groups
+
+
+def test_plain_python_overlap_test_matches_numpy():
+    rng = np.random.default_rng(21)
+    found = 0
+    for trial in range(3000):
+        count = int(rng.integers(0, history._FAST_FRAME_MAX_BOXES + 1))
+        xy, yaw, half = random_boxes(rng, count, float(rng.choice([2.0, 4.0, 8.0, 30.0])))
+        half = np.maximum(half, 0.8)
+        radii = np.hypot(half[:, 0], half[:, 1])
+        rad = np.radians(yaw)
+        boxes = list(zip(xy[:, 0], xy[:, 1], np.cos(rad), np.sin(rad), half[:, 0], half[:, 1], radii))
+        expected = _overlapping(xy, yaw, half, radii).tolist()
+        assert history._overlapping_small([tuple(map(float, box)) for box in boxes]) == expected, trial
+        found += len(expected)
+    assert found > 1000
+
+
+def test_small_frames_match_general_frames_at_the_edges(monkeypatch):
+    # Touching and overlapping boxes, NaN-free degenerate sizes, boxes straddling the view edge.
+    rng = np.random.default_rng(22)
+    radius = CONFIG.view_radius_m
+    scenes = []
+    for _ in range(300):
+        count = int(rng.integers(1, history._FAST_FRAME_MAX_BOXES + 1))
+        angle = rng.uniform(-np.pi, np.pi, count)
+        distance = rng.choice([0.0, 2.0, radius - 1.0, radius, radius + 1.5], count)
+        xy = np.stack([np.cos(angle) * distance, LANE_Y + np.sin(angle) * distance], axis=1)
+        xy[1::2] = xy[::2][: len(xy[1::2])] + rng.uniform(-2.0, 2.0, (len(xy[1::2]), 2))  # overlapping pairs
+        num_vehicles = int(rng.integers(0, count + 1))
+        yaw = rng.choice([0.0, 90.0, -45.0, float(rng.uniform(-180, 180))], count)
+        vehicles = boxes(xy[:num_vehicles], yaw[:num_vehicles], half_extent=(2.3, 1.0)) if num_vehicles else None
+        walkers = boxes(xy[num_vehicles:], yaw[num_vehicles:], half_extent=(0.0, 0.3), prefix="w") if count > num_vehicles else None
+        scenes.append(snapshot(vehicles=vehicles, walkers=walkers))
+    small = [make_history_frame(scene, CONFIG) for scene in scenes]
+    monkeypatch.setattr(history, "_FAST_FRAME_MAX_BOXES", 0)
+    general = [make_history_frame(scene, CONFIG) for scene in scenes]
+    assert sum(len(f.refill_vehicles) + len(f.refill_walkers) for f in general) > 100
+    for a, b in zip(small, general):
+        assert a.centres is None and b.centres is not None
+        assert_frames_match(a, b)
+    fast = [render_all([scene])[0] for scene in scenes[:60]]
+    slow = None
+    monkeypatch.undo()
+    monkeypatch.setattr(history, "_FAST_FRAME_MAX_BOXES", 0)
+    slow = [render_all([scene])[0] for scene in scenes[:60]]
+    for (bev, masks, rgb), (slow_bev, slow_masks, slow_rgb) in zip(fast, slow):
+        np.testing.assert_array_equal(masks, slow_masks)
+        np.testing.assert_array_equal(bev, slow_bev)
+
+
+def test_stop_lines_reused_across_nearby_renders_match_fresh_culling(monkeypatch):
+    # The ego wanders by up to a few margins per step: cached culls are reused and refreshed.
+    rng = np.random.default_rng(23)
+    base = random_scene(rng, 0.0)
+    lines = stop_lines([((x, y), (x + 3.0, y + 1.0)) for x, y in rng.uniform(-40, 40, (60, 2))], [RED] * 60)
+    scenes, ego_x = [], 0.0
+    for step in range(80):
+        ego_x += float(rng.choice([0.0, 1.0, 4.9, 5.0, 5.1, -7.0]))
+        scene = random_scene(rng, round(0.1 * step, 1), ego_x=ego_x)
+        scenes.append(dataclasses.replace(scene, traffic_lights=lines, stop_signs=base.stop_signs))
+    fast = render_all(scenes)
+    monkeypatch.setattr(renderer_module, "_LINE_CACHE_MARGIN_M", 0.0)
+    slow = render_all(scenes)
+    for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
+        np.testing.assert_array_equal(masks, slow_masks, err_msg=f"step {step}")
+        np.testing.assert_array_equal(bev, slow_bev, err_msg=f"step {step}")
 
 
 def test_value_raster_decodes_like_the_bit_split():
@@ -197,6 +276,8 @@ def test_fast_paths_render_like_the_general_path(monkeypatch, seed):
     # The general path: every box drawn, numpy overlap test, bit-split static crop.
     monkeypatch.setattr(renderer_module, "any_disc_reaches", lambda discs, x, y: bool(discs))
     monkeypatch.setattr(history, "_FAST_OVERLAP_MAX_BOXES", 0)
+    monkeypatch.setattr(history, "_FAST_FRAME_MAX_BOXES", 0)
+    monkeypatch.setattr(renderer_module, "_LINE_CACHE_MARGIN_M", 0.0)
     monkeypatch.setattr(static_map, "MAX_VALUE_RASTER_PIXELS", 0)
     slow = render_all(scenes)
     for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
@@ -259,3 +340,4 @@ def test_shared_channels_with_other_pool_sizes(pool):
         full = renderer.last_masks
         expected = full.reshape(15, size, pool, size, pool).max(axis=(2, 4))
         np.testing.assert_array_equal(bev, expected)
+
