@@ -42,6 +42,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--state-vehicles", type=int, default=50, help="vehicles in the state-only run (default 50)")
     parser.add_argument("--warmup-s", type=float, default=None, help="override the scenario's traffic warm-up")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every configuration this many times, round-robin, and report the median run "
+        "(a shared machine's speed drifts within seconds; default 1)",
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
     parser.set_defaults(run=run)
 
@@ -199,10 +206,10 @@ def run(args: argparse.Namespace) -> int:
     from found_rl.scenario import load_scenario
 
     counts = _parse_counts(args.vehicles)
-    if args.steps < 1 or args.resets < 0 or args.state_vehicles < 0:
+    if args.steps < 1 or args.resets < 0 or args.state_vehicles < 0 or args.repeat < 1:
         raise ValueError(
-            f"--steps must be >= 1, --resets >= 0 and --state-vehicles >= 0, got --steps {args.steps} "
-            f"--resets {args.resets} --state-vehicles {args.state_vehicles}"
+            f"--steps must be >= 1, --resets >= 0, --state-vehicles >= 0 and --repeat >= 1, got --steps "
+            f"{args.steps} --resets {args.resets} --state-vehicles {args.state_vehicles} --repeat {args.repeat}"
         )
     cv2.setNumThreads(1)
     core = "not pinned (--no-pin)" if args.no_pin else _pin_to_one_core()
@@ -224,23 +231,32 @@ def run(args: argparse.Namespace) -> int:
     reset_ms: list[float] = []
     reset_cpu_ms: list[float] = []
     runs = [("bev", n) for n in counts] + [("state", args.state_vehicles)]
-    for observation, vehicles in runs:
-        env = DrivingEnv(scenario_with(vehicles), observation=observation)
-        try:
-            result = measure_env(env, args.steps, scenario.seed)
-            if observation == "bev" and vehicles == counts[len(counts) // 2]:
-                for k in range(args.resets):
-                    _timed_reset(env, reset_ms, reset_cpu_ms, seed=scenario.seed + 1 + k)
-        finally:
-            env.close()
-        key = f"{observation}_{vehicles}"
+    results: dict[str, list[dict[str, Any]]] = {}
+    for round_index in range(args.repeat):
+        for observation, vehicles in runs:
+            env = DrivingEnv(scenario_with(vehicles), observation=observation)
+            try:
+                result = measure_env(env, args.steps, scenario.seed)
+                is_reset_run = observation == "bev" and vehicles == counts[len(counts) // 2]
+                if is_reset_run and round_index == 0:
+                    for k in range(args.resets):
+                        _timed_reset(env, reset_ms, reset_cpu_ms, seed=scenario.seed + 1 + k)
+            finally:
+                env.close()
+            key = f"{observation}_{vehicles}"
+            results.setdefault(key, []).append(result)
+            reset_ms.extend(result["reset_ms"][1:])  # the first reset also starts SUMO; reported apart
+            reset_cpu_ms.extend(result["reset_cpu_ms"][1:])
+    for key, repeats in results.items():
+        # The median run by speed, whole (its breakdown adds up to its own step time).
+        result = sorted(repeats, key=lambda r: r["steps_per_s"])[len(repeats) // 2]
         report[f"steps_per_s_{key}"] = result["steps_per_s"]
+        report[f"steps_per_s_{key}_runs"] = [r["steps_per_s"] for r in repeats]
         for part in ("step_ms", "step_cpu_ms", "backend_ms", "render_ms", "other_ms"):
             report[f"{part}_{key}"] = result[part]
         report[f"episodes_{key}"] = result["episodes"]
-        reset_ms.extend(result["reset_ms"][1:])  # the first reset also starts SUMO; reported apart
-        reset_cpu_ms.extend(result["reset_cpu_ms"][1:])
-        report[f"first_reset_ms_{key}"] = result["reset_ms"][0]
+        report[f"first_reset_ms_{key}"] = repeats[0]["reset_ms"][0]
+    report["repeat"] = args.repeat
     report["reset_ms"] = sum(reset_ms) / len(reset_ms) if reset_ms else float("nan")
     report["reset_ms_p95"] = _percentile(reset_ms, 95)
     report["reset_cpu_ms"] = sum(reset_cpu_ms) / len(reset_cpu_ms) if reset_cpu_ms else float("nan")
@@ -274,18 +290,22 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
     from rich.table import Table
 
     reference = report.get("steps_per_s_bev_50")
-    table = Table(title=f"found-rl DrivingEnv on one core ({report['scenario']}, {report['core']})")
-    columns = ("obs", "vehicles", "steps/s", "vs BEV@50", "ms/step", "CPU ms/step", "sim ms", "BEV ms", "rest ms")
+    title = f"found-rl DrivingEnv on one core ({report['scenario']}, {report['core']}; median of {report['repeat']} runs)"
+    table = Table(title=title)
+    columns = ("obs", "vehicles", "steps/s", "runs (min-max)", "vs BEV@50", "ms/step", "CPU ms/step", "sim ms")
+    columns += ("BEV ms", "rest ms")
     for column in columns:
         table.add_column(column, justify="right")
     for observation, vehicles in runs:
         key = f"{observation}_{vehicles}"
         rate = report[f"steps_per_s_{key}"]
         ratio = f"{rate / reference:.2f}x" if reference else "-"
+        repeats = report[f"steps_per_s_{key}_runs"]
         table.add_row(
             observation,
             str(vehicles),
             f"{rate:,.0f}",
+            f"{min(repeats):,.0f}-{max(repeats):,.0f} ({len(repeats)})",
             ratio,
             f"{report[f'step_ms_{key}']:.2f}",
             f"{report[f'step_cpu_ms_{key}']:.2f}",
@@ -294,8 +314,10 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
             f"{report[f'other_ms_{key}']:.2f}",
         )
     if report["steps_per_s_metadrive_topdown"] is not None:
-        table.add_row("metadrive top-down", "-", f"{report['steps_per_s_metadrive_topdown']:,.0f}", *[""] * 6)
+        table.add_row("metadrive top-down", "-", f"{report['steps_per_s_metadrive_topdown']:,.0f}", *[""] * 7)
     console = Console()
+    if console.width < 120:  # a narrower table truncates its headers
+        console = Console(width=120)
     console.print(table)
     console.print(
         f"reset: {report['reset_ms']:.1f} ms mean ({report['reset_cpu_ms']:.1f} ms CPU), "

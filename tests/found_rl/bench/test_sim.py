@@ -28,7 +28,7 @@ def test_bench_sim_json_has_every_key(capsys):
             "--state-vehicles",
             "5",
         ]
-        + ["--warmup-s", "5", "--no-pin"]
+        + ["--warmup-s", "5", "--no-pin", "--repeat", "2"]
     )
     assert args.run(args) == 0
     report = json.loads(capsys.readouterr().out)
@@ -45,7 +45,24 @@ def test_bench_sim_json_has_every_key(capsys):
     assert report["backend_ms_bev_5"] > 0 and report["render_ms_bev_5"] > 0
     assert report["render_ms_state_5"] == 0.0  # state-only observations render nothing
     assert report["resets_timed"] >= 2
+    assert len(report["steps_per_s_bev_5_runs"]) == 2 and report["repeat"] == 2
+    runs = sorted(report["steps_per_s_bev_5_runs"])
+    assert report["steps_per_s_bev_5"] in runs  # the median run (upper of two) is reported whole
     assert "metadrive" in report["metadrive_note"] or report["steps_per_s_metadrive_topdown"] > 0
+
+
+def test_table_output_names_the_runs(capsys):
+    args = parse(["--steps", "5", "--resets", "0", "--vehicles", "3", "--state-vehicles", "3"])
+    args.warmup_s, args.no_pin = 5.0, True
+    assert args.run(args) == 0
+    out = capsys.readouterr().out
+    assert "runs (min-max)" in out and "median of 1 runs" in out and "target" in out
+
+
+def test_repeat_must_be_positive():
+    args = parse(["--repeat", "0"])
+    with pytest.raises(ValueError, match="--repeat"):
+        args.run(args)
 
 
 @pytest.mark.parametrize("vehicles", ["", "a,b", "-1"])
