@@ -30,7 +30,8 @@ class ObserverConfig:
         walker_corridor_half_width_m: half-width of the path in which walkers count (the
             ego's half-width plus a margin).
         walker_predict_s: walkers also count where they will be after this many seconds.
-        predict_crossing: treat vehicles predicted to cut into the path as obstacles.
+        predict_crossing: treat vehicles predicted to cut into the path as obstacles (on by
+            default since the second session: it avoids the junction collisions on town_spider).
         crossing_horizons_s: prediction horizons for vehicles cutting into the path.
         crossing_margin_m: a predicted vehicle counts if at most ``v·t + margin`` ahead.
         yield_at_unsignalised_junctions: give way to crossing traffic at junctions without lights.
@@ -50,10 +51,10 @@ class ObserverConfig:
     stop_sign_horizon_m: float = 30.0
     walker_corridor_half_width_m: float = 1.7
     walker_predict_s: float = 1.0
-    predict_crossing: bool = False
+    predict_crossing: bool = True
     crossing_horizons_s: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     crossing_margin_m: float = 6.0
-    yield_at_unsignalised_junctions: bool = False
+    yield_at_unsignalised_junctions: bool = True
     yield_horizon_m: float = 25.0
     yield_radius_m: float = 20.0
     yield_min_speed_mps: float = 0.5

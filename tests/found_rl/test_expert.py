@@ -181,6 +181,7 @@ def test_driver_stops_at_a_stop_sign_once_then_goes():
 
 
 PREDICTING = ObserverConfig(predict_crossing=True)
+BLIND = ObserverConfig(predict_crossing=False, yield_at_unsignalised_junctions=False)
 
 
 def test_predicting_driver_brakes_for_a_car_about_to_cut_across_its_path():
@@ -188,7 +189,8 @@ def test_predicting_driver_brakes_for_a_car_about_to_cut_across_its_path():
     crossing = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
     scene = testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing)
     assert ExpertDriver(observer_config=PREDICTING).act(scene)[0] < 0.0
-    assert ExpertDriver().act(scene)[0] > 0.0  # prediction is opt-in
+    assert ExpertDriver().act(scene)[0] < 0.0  # prediction is on by default
+    assert ExpertDriver(observer_config=BLIND).act(scene)[0] > 0.0  # and can be switched off
 
 
 def test_a_car_that_reports_speed_but_never_moves_is_not_predicted_to_cut_in():
@@ -211,4 +213,5 @@ def test_yielding_driver_gives_way_at_a_junction_without_lights():
     assert yielding.last_observation.yield_distance_m == pytest.approx(
         20.0 - 10.0 - testing.EGO_HALF_EXTENT[0]
     )
-    assert ExpertDriver().act(scene)[0] > 0.0  # yielding is opt-in
+    assert ExpertDriver().act(scene)[0] < 0.0  # yielding is on by default
+    assert ExpertDriver(observer_config=BLIND).act(scene)[0] > 0.0  # and can be switched off
