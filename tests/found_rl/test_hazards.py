@@ -12,7 +12,16 @@ import numpy as np
 import pytest
 
 from found_rl import hazards
-from found_rl.sim.snapshot import ActorBoxes, EgoState, LightState, MapGeometry, Route, StopLines, WorldSnapshot
+from found_rl.hazards import corridor, crossings, geometry
+from found_rl.sim.snapshot import (
+    ActorBoxes,
+    EgoState,
+    LightState,
+    MapGeometry,
+    Route,
+    StopLines,
+    WorldSnapshot,
+)
 
 EGO_HALF_LENGTH = 2.4
 
@@ -280,8 +289,8 @@ def test_fast_corridor_matches_the_reference_path_exactly(seed):
     found = 0
     for snapshot, index, horizon_m in random_scenes(seed, 300):
         for boxes, half_width_m in ((snapshot.vehicles, 1.0), (snapshot.walkers, 2.5)):
-            fast = hazards._actors_in_corridor(snapshot, boxes, index, horizon_m, half_width_m)
-            reference = hazards._actors_in_corridor_reference(snapshot, boxes, index, horizon_m, half_width_m)
+            fast = corridor.actors_in_corridor(snapshot, boxes, index, horizon_m, half_width_m)
+            reference = corridor.actors_in_corridor_reference(snapshot, boxes, index, horizon_m, half_width_m)
             assert repr(fast) == repr(reference)  # repr: every float bit for bit
             found += len(fast)
     assert found > 50  # the scenes do put actors in the corridor
@@ -297,24 +306,24 @@ def test_fast_corridor_defers_odd_inputs_to_the_reference_path():
         (snapshot.walkers, 15.0),
         (snapshot.vehicles, np.float32(15.0)),
     ):
-        fast = hazards._actors_in_corridor(snapshot, boxes, START, horizon_m, 1.0)
-        assert repr(fast) == repr(hazards._actors_in_corridor_reference(snapshot, boxes, START, horizon_m, 1.0))
+        fast = corridor.actors_in_corridor(snapshot, boxes, START, horizon_m, 1.0)
+        assert repr(fast) == repr(corridor.actors_in_corridor_reference(snapshot, boxes, START, horizon_m, 1.0))
 
 
 def test_straight_frames_bound_every_waypoint_they_cover():
     rng = np.random.default_rng(7)
     for _ in range(20):
         route = random_route(rng)
-        geometry = hazards._route_geometry(route)
-        frames = hazards._build_frames(geometry)
+        route_geom = geometry.route_geometry(route)
+        frames = corridor.build_frames(route_geom)
         for frame in frames:
             origin = complex(frame.origin_x, frame.origin_y)
             direction = complex(frame.direction_x, frame.direction_y)
-            local = (geometry.xy[frame.first : frame.last] - origin) * direction.conjugate()
-            slip = geometry.arclength_m[frame.first : frame.last] - frame.origin_s - local.real
+            local = (route_geom.xy[frame.first : frame.last] - origin) * direction.conjugate()
+            slip = route_geom.arclength_m[frame.first : frame.last] - frame.origin_s - local.real
             assert np.all(np.abs(local.imag) <= frame.offset_m)
             assert np.all(np.abs(slip) <= frame.slip_m)
-            assert np.all(np.abs(geometry.direction[frame.first : frame.last] - direction) <= frame.turn)
+            assert np.all(np.abs(route_geom.direction[frame.first : frame.last] - direction) <= frame.turn)
 
 
 def test_first_crossing_bisect_matches_searchsorted():
@@ -323,12 +332,12 @@ def test_first_crossing_bisect_matches_searchsorted():
         route = snapshot.route
         segments = np.stack([route.xy[::9] + rng.normal(0, 2, (len(route.xy[::9]), 2)), route.xy[::9]], axis=1)
         signs = lines(segments, [LightState.RED] * len(segments))
-        geometry = hazards._route_geometry(route)
-        crossings = hazards._route_crossings(route, geometry, signs.segments)
-        s_ego = hazards._ego_arclength(snapshot, index, geometry)
+        route_geom = geometry.route_geometry(route)
+        found = crossings.route_crossings(route, route_geom, signs.segments)
+        s_ego = geometry.ego_arclength(snapshot, index, route_geom)
         s_front = s_ego + EGO_HALF_LENGTH
-        first = int(np.searchsorted(crossings.arclength_m, s_ego))
+        first = int(np.searchsorted(found.arclength_m, s_ego))
         expected = None
-        if first < len(crossings.arclength_m) and not crossings.arclength_m[first] > s_front + horizon_m:
-            expected = (int(crossings.line_index[first]), float(crossings.arclength_m[first]) - s_front)
-        assert hazards._first_crossing(snapshot, signs, index, horizon_m) == expected
+        if first < len(found.arclength_m) and not found.arclength_m[first] > s_front + horizon_m:
+            expected = (int(found.line_index[first]), float(found.arclength_m[first]) - s_front)
+        assert crossings.first_crossing(snapshot, signs, index, horizon_m) == expected

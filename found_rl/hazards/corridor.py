@@ -1,328 +1,28 @@
-"""Where the ego's route meets other road users and stop lines: pure geometry on a snapshot.
+"""Which vehicles or walkers overlap the strip of route ahead of the ego's bumper.
 
-Shared by the state vector, rewards, infractions and the expert so they agree on what is
-"ahead". Distances are arc lengths along the dense route (metres) measured from the ego's
-front bumper; the ego is placed on the route by projecting its centre onto the segment at
-its nearest waypoint. Frames are CARLA's (x east, y south, yaw clockwise, degrees).
+:func:`actors_in_corridor_reference` is the definition, in vectorised numpy.
+:func:`actors_in_corridor` gives the same answers bit for bit, faster for the few actors of a
+real snapshot: a Python-float cull first, then bounds that dismiss most remaining boxes, and
+numpy (with the reference's very operations) only for the boxes left.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from found_rl.sim.snapshot import ActorBoxes, LightState, Route, StopLines, WorldSnapshot
-
-
-@dataclass(frozen=True)
-class LightHazard:
-    """The traffic light whose stop line the route crosses next.
-
-    Attributes:
-        light_id: id of the light.
-        lane_id: incoming lane the crossed segment stops.
-        state: its current state.
-        distance_m: along the route from the ego's front bumper to the stop line; negative
-            once the bumper is past the line (reported until the ego centre passes it).
-        remaining_ratio: ``remaining_s / phase_s`` of the current state, or -1 if unknown.
-        index: index of the crossed segment in ``snapshot.traffic_lights``.
-    """
-
-    light_id: str
-    lane_id: str
-    state: LightState
-    distance_m: float
-    remaining_ratio: float
-    index: int = -1
-
-
-@dataclass(frozen=True)
-class StopSignHazard:
-    """The stop-sign line the route crosses next (same distance convention as lights).
-
-    Attributes:
-        sign_id: id of the stop sign.
-        lane_id: incoming lane the crossed segment stops.
-        distance_m: along the route from the ego's front bumper to the line.
-        index: index of the crossed segment in ``snapshot.stop_signs``.
-    """
-
-    sign_id: str
-    lane_id: str
-    distance_m: float
-    index: int = -1
-
-
-@dataclass(frozen=True)
-class ActorHazard:
-    """A vehicle or walker whose box overlaps the route corridor ahead.
-
-    Attributes:
-        index: index into ``snapshot.vehicles`` (or ``snapshot.walkers``).
-        actor_id: its id.
-        distance_m: gap along the route from the ego's front bumper to the nearest point of its
-            box (negative when the box reaches back past the bumper).
-        speed_along_route_mps: its velocity projected on the route direction at its position.
-    """
-
-    index: int
-    actor_id: str
-    distance_m: float
-    speed_along_route_mps: float
-
-
-def nearest_route_index(route: Route, xy: np.ndarray, hint: int | None = None, window: int = 50) -> int:
-    """Index of the route waypoint nearest ``xy``.
-
-    Args:
-        route: the dense route.
-        xy: ``(2,)`` point, metres.
-        hint: last known index; when given only ``[hint - window, hint + window]`` is searched so a
-            route that passes near itself cannot make the index jump.
-        window: search half-width in waypoints.
-    """
-    count = len(route.xy)
-    if count == 0:
-        raise ValueError(f"route {route.route_id!r} has no waypoints")
-    if hint is None:
-        low, high = 0, count
-    else:
-        hint = min(max(int(hint), 0), count - 1)
-        low, high = max(hint - window, 0), min(hint + window + 1, count)
-    point = complex(float(xy[0]), float(xy[1]))
-    return low + int(np.argmin(np.abs(_route_geometry(route).xy[low:high] - point)))
-
-
-def affecting_light(snapshot: WorldSnapshot, route_index: int, horizon_m: float = 50.0) -> LightHazard | None:
-    """The first traffic-light stop line the route crosses within ``horizon_m`` of the bumper."""
-    crossing = _first_crossing(snapshot, snapshot.traffic_lights, route_index, horizon_m)
-    if crossing is None:
-        return None
-    index, distance_m = crossing
-    lights = snapshot.traffic_lights
-    remaining_s, phase_s = float(lights.remaining_s[index]), float(lights.phase_s[index])
-    is_known = math.isfinite(remaining_s) and math.isfinite(phase_s) and phase_s > 0
-    return LightHazard(
-        light_id=lights.ids[index],
-        lane_id=lights.lane_ids[index],
-        state=LightState(int(lights.states[index])),
-        distance_m=distance_m,
-        remaining_ratio=min(max(remaining_s / phase_s, 0.0), 1.0) if is_known else -1.0,
-        index=index,
-    )
-
-
-def affecting_stop_sign(snapshot: WorldSnapshot, route_index: int, horizon_m: float = 20.0) -> StopSignHazard | None:
-    """The first stop-sign line the route crosses within ``horizon_m`` of the bumper."""
-    crossing = _first_crossing(snapshot, snapshot.stop_signs, route_index, horizon_m)
-    if crossing is None:
-        return None
-    index, distance_m = crossing
-    signs = snapshot.stop_signs
-    return StopSignHazard(sign_id=signs.ids[index], lane_id=signs.lane_ids[index], distance_m=distance_m, index=index)
-
-
-def leading_vehicle(snapshot: WorldSnapshot, route_index: int, horizon_m: float = 40.0) -> ActorHazard | None:
-    """The nearest vehicle whose box overlaps the ego-wide route corridor ahead."""
-    half_width_m = float(snapshot.ego.half_extent[1])
-    hazards = _actors_in_corridor(snapshot, snapshot.vehicles, route_index, horizon_m, half_width_m)
-    return hazards[0] if hazards else None
-
-
-def walkers_in_path(
-    snapshot: WorldSnapshot,
-    route_index: int,
-    horizon_m: float = 20.0,
-    corridor_half_width_m: float = 2.5,
-) -> list[ActorHazard]:
-    """Walkers whose box overlaps the route corridor ahead, nearest first."""
-    return _actors_in_corridor(snapshot, snapshot.walkers, route_index, horizon_m, corridor_half_width_m)
-
-
-def route_arclength_m(route: Route) -> np.ndarray:
-    """``(R,)`` arc length of each waypoint from the route start (cached per route object)."""
-    return _route_geometry(route).arclength_m
-
-
-@dataclass(frozen=True)
-class _RouteGeometry:
-    """Per-route arrays every query needs, computed once per route object.
-
-    Points and directions are complex numbers ``x + iy``: numpy broadcasts ``(N, 1) - (1, K)``
-    complex arrays many times faster than ``(N, 1, 2) - (1, K, 2)`` float ones.
-
-    Attributes:
-        arclength_m: ``(R,)`` arc length of each waypoint.
-        xy: ``(R,)`` complex waypoints.
-        direction: ``(R,)`` complex unit heading of each waypoint (from ``yaw_deg``).
-    """
-
-    arclength_m: np.ndarray
-    xy: np.ndarray
-    direction: np.ndarray
-    arclength_list: list[float] = field(init=False, repr=False)
-    xy_list: list[complex] = field(init=False, repr=False)
-    direction_list: list[complex] = field(init=False, repr=False)
-    frames: list[_StraightFrame] | None = field(default=None, init=False, repr=False)
-    is_tame: bool = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        numbers = np.concatenate(
-            [self.arclength_m, self.xy.real, self.xy.imag, self.direction.real, self.direction.imag]
-        )
-        # Finite and far from overflow: Python-float fast paths cannot meet a NaN or an infinity.
-        object.__setattr__(self, "is_tame", bool(np.all(np.abs(numbers) < _FAST_PATH_LIMIT)))
-        # Python numbers for per-step scalar look-ups (indexing numpy arrays makes numpy scalars).
-        object.__setattr__(self, "arclength_list", self.arclength_m.tolist())
-        object.__setattr__(self, "xy_list", self.xy.tolist())
-        object.__setattr__(self, "direction_list", self.direction.tolist())
-
-
-_route_cache: dict[int, tuple[weakref.ref, _RouteGeometry]] = {}
-
-
-def _route_geometry(route: Route) -> _RouteGeometry:
-    key = id(route)
-    cached = _route_cache.get(key)
-    if cached is not None and cached[0]() is route:
-        return cached[1]
-    xy = np.asarray(route.xy, dtype=np.float64).reshape(-1, 2)
-    steps = np.hypot(*np.diff(xy, axis=0).T) if len(xy) > 1 else np.zeros(0)
-    geometry = _RouteGeometry(
-        arclength_m=np.concatenate([[0.0], np.cumsum(steps)]),
-        xy=xy[:, 0] + 1j * xy[:, 1],
-        direction=np.exp(1j * np.deg2rad(np.asarray(route.yaw_deg, dtype=np.float64))),
-    )
-    if len(_route_cache) > 64:  # routes are few; drop everything rather than track ages
-        _route_cache.clear()
-    _route_cache[key] = (weakref.ref(route), geometry)
-    return geometry
-
-
-def _ego_arclength(snapshot: WorldSnapshot, route_index: int, geometry: _RouteGeometry) -> float:
-    """Arc length of the ego centre projected onto the route near ``route_index``."""
-    index = min(max(int(route_index), 0), len(geometry.xy_list) - 1)
-    ego_x, ego_y = snapshot.ego.xy[0], snapshot.ego.xy[1]
-    offset = complex(float(ego_x), float(ego_y)) - geometry.xy_list[index]
-    along = (offset * geometry.direction_list[index].conjugate()).real  # Python's complex product
-    return geometry.arclength_list[index] + along
-
-
-def _window_end(arclength: np.ndarray, until_m: float) -> int:
-    """One past the first waypoint at or beyond arc length ``until_m``."""
-    return min(int(np.searchsorted(arclength, until_m)) + 1, len(arclength))
-
-
-@dataclass(frozen=True)
-class _RouteCrossings:
-    """Every place a route crosses a set of stop lines, sorted along the route.
-
-    Attributes:
-        arclength_m: ``(X,)`` arc length of each crossing, ascending.
-        line_index: ``(X,)`` index of the crossed segment in the stop-line arrays.
-    """
-
-    arclength_m: np.ndarray
-    line_index: np.ndarray
-    arclength_list: list[float] = field(init=False, repr=False)
-    line_index_list: list[int] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "arclength_list", self.arclength_m.tolist())
-        object.__setattr__(self, "line_index_list", self.line_index.tolist())
-
-
-_CROSSINGS_CACHE_SIZE = 32
-_crossings_cache: dict[tuple[int, int], tuple[weakref.ref, bytes, _RouteCrossings]] = {}
-
-
-def _route_crossings(route: Route, geometry: _RouteGeometry, segments: np.ndarray) -> _RouteCrossings:
-    """Crossings of the whole route with ``segments``, cached by route and line geometry.
-
-    Stop lines do not move, so for a backend that reports the same lines each step this is
-    computed once per route; only the lights' states change from step to step.
-    """
-    segments = np.ascontiguousarray(segments, dtype=np.float64)
-    key_bytes = segments.tobytes()
-    last = _last_crossings[0]
-    if last is not None and last[0]() is route and last[1] == key_bytes:  # the usual repeat
-        return last[2]
-    key = (id(route), hash(key_bytes))
-    cached = _crossings_cache.get(key)
-    if cached is None or cached[0]() is not route or cached[1] != key_bytes:
-        crossings = _intersect_route(geometry, segments)
-        if len(_crossings_cache) >= _CROSSINGS_CACHE_SIZE:
-            _crossings_cache.clear()
-        cached = _crossings_cache[key] = (weakref.ref(route), key_bytes, crossings)
-    _last_crossings[0] = cached
-    return cached[2]
-
-
-_last_crossings: list[tuple[weakref.ref, bytes, _RouteCrossings] | None] = [None]
-"""The entry found last: the same route meets the same lines step after step, and comparing
-their bytes with it spares hashing them."""
-
-
-def _intersect_route(geometry: _RouteGeometry, segments: np.ndarray) -> _RouteCrossings:
-    """All route-segment x stop-line intersections (pure), with ``cross(a, b) = Im(conj(a) b)``.
-
-    Route segment ``k`` is ``p0 + t r`` and line ``m`` is ``q0 + u q``; they cross when ``t`` and
-    ``u`` both lie in ``[0, 1]``. Lines are processed in chunks to bound memory on long routes.
-    """
-    path = geometry.xy
-    if len(path) < 2 or len(segments) == 0:
-        return _RouteCrossings(np.zeros(0), np.zeros(0, np.intp))
-    p0, r = path[:-1, None], np.diff(path)[:, None]  # (K, 1)
-    line_start = segments[:, 0, 0] + 1j * segments[:, 0, 1]
-    line_vector = (segments[:, 1, 0] + 1j * segments[:, 1, 1]) - line_start
-    arclength_parts, index_parts = [], []
-    chunk = max(1, 200_000 // len(p0))
-    for first in range(0, len(segments), chunk):
-        q0, q = line_start[None, first : first + chunk], line_vector[None, first : first + chunk]
-        denominator = (r.conj() * q).imag
-        offset_conj = (q0 - p0).conj()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = (offset_conj * q).imag / denominator
-            u = (offset_conj * r).imag / denominator
-        crosses = (denominator != 0) & (t >= 0) & (t <= 1) & (u >= 0) & (u <= 1)
-        segment_index, line_index = np.nonzero(crosses)
-        # Route segment k spans arc lengths arclength[k] .. arclength[k + 1].
-        segment_start = geometry.arclength_m[segment_index]
-        segment_length = geometry.arclength_m[segment_index + 1] - segment_start
-        arclength_parts.append(segment_start + t[segment_index, line_index] * segment_length)
-        index_parts.append(line_index + first)
-    arclength = np.concatenate(arclength_parts)
-    order = np.argsort(arclength, kind="stable")
-    return _RouteCrossings(arclength[order], np.concatenate(index_parts)[order])
-
-
-def _first_crossing(
-    snapshot: WorldSnapshot, lines: StopLines, route_index: int, horizon_m: float
-) -> tuple[int, float] | None:
-    """``(segment index, distance from bumper)`` of the first stop line the route crosses.
-
-    A line counts from when the ego centre is before it until ``horizon_m`` past the bumper.
-    """
-    route = snapshot.route
-    if len(lines) == 0 or len(route.xy) < 2:
-        return None
-    geometry = _route_geometry(route)
-    crossings = _route_crossings(route, geometry, lines.segments)
-    s_ego = _ego_arclength(snapshot, route_index, geometry)
-    s_front = s_ego + float(snapshot.ego.half_extent[0])
-    arclength = crossings.arclength_list
-    if not math.isnan(s_ego):  # bisect_left is searchsorted on a sorted list of floats, NaN aside
-        first = bisect.bisect_left(arclength, s_ego)
-    else:
-        first = int(np.searchsorted(crossings.arclength_m, s_ego))
-    if first == len(arclength) or arclength[first] > s_front + horizon_m:
-        return None
-    return crossings.line_index_list[first], arclength[first] - s_front
-
+from found_rl.hazards.geometry import (
+    FAST_PATH_LIMIT,
+    RouteGeometry,
+    ego_arclength,
+    route_geometry,
+    window_end,
+)
+from found_rl.hazards.results import ActorHazard
+from found_rl.sim.snapshot import ActorBoxes, WorldSnapshot
 
 _CORNER_SIGNS = np.array([1.0, 1.0, -1.0, -1.0, 0.0]) + 1j * np.array([1.0, -1.0, -1.0, 1.0, 0.0])
 """The four box corners and the centre as ``along + i across`` signs."""
@@ -333,11 +33,9 @@ _REACH_SLACK = 1e-9
 """Relative slack of the pure-Python twins of exact tests: far above their rounding
 differences from numpy (a few ulp), far below anything geometric."""
 
-_FAST_PATH_LIMIT = 1e12
-"""Coordinates and extents below this magnitude cannot overflow in the fast path."""
 
 
-def _actors_in_corridor(
+def actors_in_corridor(
     snapshot: WorldSnapshot,
     boxes: ActorBoxes,
     route_index: int,
@@ -354,20 +52,20 @@ def _actors_in_corridor(
     split: the cull and the scalar bookkeeping run on Python floats, and only the steps whose
     rounding Python cannot reproduce (complex products, which numpy fuses into FMAs on some
     CPUs) or that would loop over the route in Python (nearest waypoints) stay in numpy, with
-    the very same operations as :func:`_actors_in_corridor_reference`. Inputs the fast path
+    the very same operations as :func:`actors_in_corridor_reference`. Inputs the fast path
     does not vouch for (non-finite or huge numbers, odd shapes) take the reference path.
     """
     route = snapshot.route
     if len(boxes) == 0 or len(route.xy) < 2:
         return []
     if not (_is_plain_number(horizon_m) and _is_plain_number(half_width_m)):
-        return _actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
+        return actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
     scene = _CorridorScene.of(snapshot, boxes, horizon_m, half_width_m)
     if scene is None:
-        return _actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
+        return actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
     candidates = scene.candidates()
     if candidates is None:  # a box on the edge of the reach: let numpy decide
-        return _actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
+        return actors_in_corridor_reference(snapshot, boxes, route_index, horizon_m, half_width_m)
     if not candidates:  # the common case: nobody near, decided without a numpy call
         return []
     return _corridor_hazards(snapshot, boxes, route_index, scene, candidates)
@@ -375,7 +73,7 @@ def _actors_in_corridor(
 
 @dataclass(slots=True)
 class _CorridorScene:
-    """The per-call numbers of :func:`_actors_in_corridor` as Python floats.
+    """The per-call numbers of :func:`actors_in_corridor` as Python floats.
 
     Attributes:
         ego_x, ego_y: ego centre.
@@ -433,10 +131,10 @@ class _CorridorScene:
 def _corridor_hazards(
     snapshot: WorldSnapshot, boxes: ActorBoxes, route_index: int, scene: _CorridorScene, candidates: list[int]
 ) -> list[ActorHazard]:
-    """The exact test of :func:`_actors_in_corridor_reference` for the culled candidates."""
+    """The exact test of :func:`actors_in_corridor_reference` for the culled candidates."""
     route = snapshot.route
-    geometry = _route_geometry(route)
-    s_ego = _ego_arclength(snapshot, route_index, geometry)
+    geometry = route_geometry(route)
+    s_ego = ego_arclength(snapshot, route_index, geometry)
     s_front = s_ego + scene.ego_half_length
     start = min(max(int(route_index) - 2, 0), len(route.xy) - 1)
     yaw = np.asarray(boxes.yaw_deg, dtype=np.float64).reshape(-1).tolist()
@@ -445,7 +143,7 @@ def _corridor_hazards(
         or len(yaw) != len(scene.xy)
         or not all(_are_tame((*scene.xy[k], *scene.half_extent[k], yaw[k])) for k in candidates)
     ):
-        return _actors_in_corridor_reference(snapshot, boxes, route_index, scene.horizon_m, scene.half_width_m)
+        return actors_in_corridor_reference(snapshot, boxes, route_index, scene.horizon_m, scene.half_width_m)
     end = _candidate_window_end(geometry, scene, candidates, s_front + scene.horizon_m)
     frame = _straight_frame(geometry, start, end)
     headings = {k: _heading(yaw[k]) for k in candidates}
@@ -464,7 +162,7 @@ def _exact_corridor_hazards(
     scene: _CorridorScene,
     candidates: list[int],
     headings: dict[int, complex],
-    geometry: _RouteGeometry,
+    geometry: RouteGeometry,
     start: int,
     end: int,
     s_front: float,
@@ -525,11 +223,11 @@ def _heading(yaw_deg: float) -> complex:
 def _are_tame(numbers: tuple[float, ...]) -> bool:
     """All finite and far from overflow (``False`` for a NaN or an infinity; the sum of the
     magnitudes bounds each, and a loop in C beats a generator)."""
-    return sum(map(abs, numbers)) < _FAST_PATH_LIMIT
+    return sum(map(abs, numbers)) < FAST_PATH_LIMIT
 
 
 @dataclass(frozen=True)
-class _StraightFrame:
+class StraightFrame:
     """A line that a stretch of route provably hugs, for bounds that need no nearest waypoint.
 
     For every waypoint ``k`` of the stretch, with ``o`` the line's origin and ``u`` its unit
@@ -568,11 +266,11 @@ _BOUND_SLACK_M = 1e-6
 """Added to every bound: covers the rounding of the Python-float estimates (~1e-12 m)."""
 
 
-def _straight_frame(geometry: _RouteGeometry, start: int, end: int) -> _StraightFrame | None:
+def _straight_frame(geometry: RouteGeometry, start: int, end: int) -> StraightFrame | None:
     """A frame covering waypoints ``start:end``, if one of the precomputed frames does."""
     frames = geometry.frames
     if frames is None:
-        frames = _build_frames(geometry)
+        frames = build_frames(geometry)
         object.__setattr__(geometry, "frames", frames)
     index = start // _FRAME_STRIDE
     if index >= len(frames):
@@ -581,7 +279,7 @@ def _straight_frame(geometry: _RouteGeometry, start: int, end: int) -> _Straight
     return frame if frame.first <= start and end <= frame.last else None
 
 
-def _build_frames(geometry: _RouteGeometry) -> list[_StraightFrame]:
+def build_frames(geometry: RouteGeometry) -> list[StraightFrame]:
     """One frame per :data:`_FRAME_STRIDE` waypoints, over the next :data:`_FRAME_SPAN`."""
     frames = []
     count = len(geometry.xy)
@@ -595,7 +293,7 @@ def _build_frames(geometry: _RouteGeometry) -> list[_StraightFrame]:
         # Rounded up generously: the bounds are estimates in floats of exact quantities.
         offset_m, slip_m, turn_bound = (value * (1.0 + 1e-6) + 1e-9 for value in bounds)
         frames.append(
-            _StraightFrame(
+            StraightFrame(
                 origin.real,
                 origin.imag,
                 float(geometry.arclength_m[first]),
@@ -615,8 +313,8 @@ def _misses_corridor(
     scene: _CorridorScene,
     k: int,
     heading: complex,
-    frame: _StraightFrame,
-    geometry: _RouteGeometry,
+    frame: StraightFrame,
+    geometry: RouteGeometry,
     start: int,
     end: int,
     s_front: float,
@@ -673,9 +371,9 @@ def _real_plus_i_times(real: float, imag: float) -> complex:
 
 
 def _candidate_window_end(
-    geometry: _RouteGeometry, scene: _CorridorScene, candidates: list[int], reach_end_m: float
+    geometry: RouteGeometry, scene: _CorridorScene, candidates: list[int], reach_end_m: float
 ) -> int:
-    """``_window_end`` of the reference for the candidates' largest circumradius.
+    """``window_end`` of the reference for the candidates' largest circumradius.
 
     ``math.hypot`` may differ from ``np.hypot`` in the last bit; the window end only changes if a
     waypoint's arc length falls between the two results, so numpy is asked only then.
@@ -689,17 +387,17 @@ def _candidate_window_end(
         return low
     half_extent = np.array([scene.half_extent[k] for k in candidates])
     radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
-    return _window_end(geometry.arclength_m, reach_end_m + float(radii.max()) + 1.0)
+    return window_end(geometry.arclength_m, reach_end_m + float(radii.max()) + 1.0)
 
 
-def _actors_in_corridor_reference(
+def actors_in_corridor_reference(
     snapshot: WorldSnapshot,
     boxes: ActorBoxes,
     route_index: int,
     horizon_m: float,
     half_width_m: float,
 ) -> list[ActorHazard]:
-    """The general vectorised form of :func:`_actors_in_corridor` (same results; the fast path
+    """The general vectorised form of :func:`actors_in_corridor` (same results; the fast path
     defers to it for unusual inputs and the tests check the two agree)."""
     route = snapshot.route
     if len(boxes) == 0 or len(route.xy) < 2:
@@ -714,12 +412,12 @@ def _actors_in_corridor_reference(
     candidates = np.flatnonzero(np.abs(centres - ego) <= reach)
     if len(candidates) == 0:  # the common case: cull before any route geometry
         return []
-    geometry = _route_geometry(route)
+    geometry = route_geometry(route)
     arclength = geometry.arclength_m
-    s_ego = _ego_arclength(snapshot, route_index, geometry)
+    s_ego = ego_arclength(snapshot, route_index, geometry)
     s_front = s_ego + ego_half_length
     start = min(max(int(route_index) - 2, 0), len(route.xy) - 1)
-    end = _window_end(arclength, s_front + horizon_m + float(radii[candidates].max()) + 1.0)
+    end = window_end(arclength, s_front + horizon_m + float(radii[candidates].max()) + 1.0)
     path, path_s, path_direction = geometry.xy[start:end], arclength[start:end], geometry.direction[start:end]
 
     # Corners and centre of each candidate: (n, 5) complex, rotated by the box heading.
