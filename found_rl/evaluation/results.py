@@ -81,12 +81,7 @@ def build_record(
         "route_id": record_name(summary.route_id, repetition),
         "status": summary.status.value,
         "infractions": infractions,
-        "scores": {
-            "score_route": 100.0 * scores.route_completion,
-            "score_penalty": 100.0 * scores.infraction_penalty,
-            "score_composed": 100.0 * scores.driving_score,
-            "score_composite": 100.0 * scores.driving_score,
-        },
+        "scores": _score_fields(scores.route_completion, scores.infraction_penalty, scores.driving_score),
         "meta": {
             "route_name": summary.route_id,
             "repetition": repetition,
@@ -100,6 +95,16 @@ def build_record(
             "infraction_counts": {kind.value: n for kind, n in counts.items()},
             "infractions_per_km": {kind.value: n / scores.driven_km for kind, n in counts.items()},
         },
+    }
+
+
+def _score_fields(route_completion: float, infraction_penalty: float, driving_score: float) -> dict[str, float]:
+    """A record's ``scores`` in %, the driving score under the leaderboard's key and the issue's."""
+    return {
+        "score_route": 100.0 * route_completion,
+        "score_penalty": 100.0 * infraction_penalty,
+        "score_composed": 100.0 * driving_score,
+        "score_composite": 100.0 * driving_score,
     }
 
 
@@ -129,12 +134,7 @@ def build_global_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], 
             "route_id": -1,
             "status": "Failed" if failed else "Completed",
             "infractions": {kind.value: rate for kind, rate in totals.infractions_per_km.items()},
-            "scores": {
-                "score_route": 100.0 * totals.route_completion,
-                "score_penalty": 100.0 * totals.infraction_penalty,
-                "score_composed": 100.0 * totals.driving_score,
-                "score_composite": 100.0 * totals.driving_score,
-            },
+            "scores": _score_fields(totals.route_completion, totals.infraction_penalty, totals.driving_score),
             "meta": {
                 "num_routes": totals.num_routes,
                 "driven_km": totals.driven_km,
