@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import bisect
 import math
-import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
+from found_rl.hazards.geometry import FAST_PATH_LIMIT
+from found_rl.route_cache import per_route
 from found_rl.sim.snapshot import Route
 
 BACKWARD_WINDOW = 5
@@ -38,10 +39,6 @@ _GRID_MARGIN_M = 0.01
 _GRID_REACH_M = _GRID_CELL_M - 2 * _GRID_MARGIN_M
 """Every segment with a point this close to the ego is in the 3 x 3 cells around it (a point
 within a cell of the ego lies in those cells; the margins absorb rounding)."""
-
-_TAME_LIMIT = 1e12
-"""Coordinates below this magnitude cannot overflow in the projection."""
-
 
 class RouteProgress(NamedTuple):
     """Where the ego stands relative to its route after one step (a NamedTuple: one is built
@@ -132,7 +129,7 @@ class _RouteSegments:
         object.__setattr__(self, "yaw_list", self.yaw_rad.tolist())
         # Finite and far from overflow: the Python projection cannot meet a NaN or an infinity.
         extent = np.abs(np.concatenate([self.start.ravel(), self.length_m]))
-        object.__setattr__(self, "is_tame", bool(np.all(extent < _TAME_LIMIT)))
+        object.__setattr__(self, "is_tame", bool(np.all(extent < FAST_PATH_LIMIT)))
         object.__setattr__(self, "_cells", {})
 
     def indices_near(self, x: float, y: float) -> tuple[int, ...]:
@@ -246,7 +243,7 @@ class RouteTracker:
         key = (x, y, lo, hi, math.copysign(1.0, x), math.copysign(1.0, y))  # equal floats but for -0.0
         if key == self._nearest_key:
             return self._nearest_value
-        is_tame = self._segments.is_tame and abs(x) < _TAME_LIMIT and abs(y) < _TAME_LIMIT  # False for NaN
+        is_tame = self._segments.is_tame and abs(x) < FAST_PATH_LIMIT and abs(y) < FAST_PATH_LIMIT  # False for NaN
         value = self._nearest_fast(x, y, lo, hi) if is_tame else None
         if value is None:
             value = self._nearest_reference(np.array([x, y]), lo, hi)
@@ -269,7 +266,7 @@ class RouteTracker:
             return None
         rows = seg.rows
         near_indices = indices[first:last]
-        dist2 = []
+        dist2, projections = [], []
         for j in near_indices:
             start_x, start_y, direction_x, direction_y, length_m = rows[j]
             rel_x, rel_y = x - start_x, y - start_y
@@ -278,16 +275,13 @@ class RouteTracker:
             along = along if along < length_m else length_m  # noqa: FURB136
             offset_x, offset_y = rel_x - along * direction_x, rel_y - along * direction_y
             dist2.append(offset_x * offset_x + offset_y * offset_y)
+            projections.append((along, rel_x, rel_y))
         best_m2 = min(dist2)
         if not math.sqrt(best_m2) + OVERLAP_TOLERANCE_M < _GRID_REACH_M - _GRID_MARGIN_M:  # also rejects NaN
             return None
-        best = near_indices[_earliest_nearest_sparse(near_indices, dist2, best_m2)]
-        start_x, start_y, direction_x, direction_y, length_m = rows[best]  # its numbers, once more
-        rel_x, rel_y = x - start_x, y - start_y
-        along = rel_x * direction_x + rel_y * direction_y
-        along = along if along > 0.0 else 0.0  # noqa: FURB136
-        along = along if along < length_m else length_m  # noqa: FURB136
-        return best - lo, along, dist2[near_indices.index(best)], rel_x, rel_y
+        position = _earliest_nearest_sparse(near_indices, dist2, best_m2)
+        along, rel_x, rel_y = projections[position]
+        return near_indices[position] - lo, along, dist2[position], rel_x, rel_y
 
     def _nearest_reference(self, ego_xy: np.ndarray, lo: int, hi: int) -> tuple[int, float, float, float, float]:
         """The vectorised projection the fast path reproduces (and falls back to for NaNs)."""
@@ -324,17 +318,7 @@ def _earliest_nearest_sparse(indices: tuple[int, ...], dist2: list[float], best_
     return near[run.index(min(run))]
 
 
-_segments_cache: dict[int, tuple[weakref.ref, _RouteSegments]] = {}
-
-
+@per_route
 def _route_segments(route: Route) -> _RouteSegments:
-    """The segments of ``route``, built once per route object (routes are static and shared)."""
-    key = id(route)
-    cached = _segments_cache.get(key)
-    if cached is not None and cached[0]() is route:
-        return cached[1]
-    segments = _RouteSegments.from_route(route)
-    if len(_segments_cache) > 64:  # routes are few; drop everything rather than track ages
-        _segments_cache.clear()
-    _segments_cache[key] = (weakref.ref(route), segments)
-    return segments
+    """The segments of ``route`` (routes are static and shared by a whole episode)."""
+    return _RouteSegments.from_route(route)

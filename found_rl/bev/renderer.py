@@ -213,29 +213,13 @@ class BevRenderer:
         """Crop road and markings out of the cached raster with one nearest-neighbour warp."""
         raster = self._raster_for(geometry)
         raster_to_bev = affine @ self._raster_to_world
-        size = (self.config.size_px, self.config.size_px)
         if self._raster_values is not None:
             # Road and marking values side by side in one uint16 pixel: one warp, one split.
-            cv2.warpAffine(
-                self._raster_values,
-                raster_to_bev,
-                size,
-                dst=self._static_values,
-                flags=cv2.INTER_NEAREST,
-                borderMode=cv2.BORDER_CONSTANT,
-                borderValue=0,
-            )
-            cv2.split(self._static_values.view(np.uint8).reshape(*size, 2), self._static_channels)
+            _warp_nearest(self._raster_values, raster_to_bev, self._static_values)
+            size = self.config.size_px
+            cv2.split(self._static_values.view(np.uint8).reshape(size, size, 2), self._static_channels)
             return
-        cv2.warpAffine(
-            raster.bits,
-            raster_to_bev,
-            size,
-            dst=self._static_bits,
-            flags=cv2.INTER_NEAREST,
-            borderMode=cv2.BORDER_CONSTANT,
-            borderValue=0,
-        )
+        _warp_nearest(raster.bits, raster_to_bev, self._static_bits)
         split_static_bits(
             self._static_bits, self._masks[ROAD_CHANNEL], self._masks[MARKING_CHANNEL], self._flag, self.config
         )
@@ -294,16 +278,12 @@ class BevRenderer:
                 if any_disc_reaches(frame.walker_discs, ego_x, ego_y):
                     walkers = boxes[num_vehicles:]
             channels, indices = self._slot_channels[slot], self._slot_indices[slot]
-            if vehicles is not None:
-                refill = frame.refill_vehicles
-                if len(vehicles) or len(refill):
-                    fill_boxes(channels[0], vehicles, boxes[refill] if len(refill) else ())
-                    drawn[indices[0]] = True
-            if walkers is not None:
-                refill = frame.refill_walkers
-                if len(walkers) or len(refill):
-                    fill_boxes(channels[1], walkers, boxes[refill] if len(refill) else ())
-                    drawn[indices[1]] = True
+            for kind, (kind_boxes, refill) in enumerate(
+                ((vehicles, frame.refill_vehicles), (walkers, frame.refill_walkers))
+            ):
+                if kind_boxes is not None and (len(kind_boxes) or len(refill)):
+                    fill_boxes(channels[kind], kind_boxes, boxes[refill] if len(refill) else ())
+                    drawn[indices[kind]] = True
 
     def _draw_lines(self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_xy: complex) -> None:
         """Draw every frame's stop lines; frames sharing a layout share one drawing.
@@ -374,6 +354,19 @@ def visible_stop_lines(
         if stop > start
     ]
     return points, groups
+
+
+def _warp_nearest(image: np.ndarray, matrix: np.ndarray, dst: np.ndarray) -> None:
+    """Crop ``image`` into ``dst`` through the affine ``matrix`` (nearest pixel, zero outside)."""
+    cv2.warpAffine(
+        image,
+        matrix,
+        (dst.shape[1], dst.shape[0]),
+        dst=dst,
+        flags=cv2.INTER_NEAREST,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
+    )
 
 
 def _runs(flags: list[bool]) -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from found_rl.hazards.geometry import (
     FAST_PATH_LIMIT,
+    REACH_SLACK,
     RouteGeometry,
     ego_arclength,
     route_geometry,
@@ -28,10 +29,6 @@ _CORNER_SIGNS = np.array([1.0, 1.0, -1.0, -1.0, 0.0]) + 1j * np.array([1.0, -1.0
 """The four box corners and the centre as ``along + i across`` signs."""
 
 _CORNER_SIGN_PAIRS = tuple(zip(_CORNER_SIGNS.real.tolist(), _CORNER_SIGNS.imag.tolist()))
-
-_REACH_SLACK = 1e-9
-"""Relative slack of the pure-Python twins of exact tests: far above their rounding
-differences from numpy (a few ulp), far below anything geometric."""
 
 
 
@@ -111,7 +108,7 @@ class _CorridorScene:
         close to call in Python floats."""
         reach_m = self.horizon_m + self.ego_half_length + self.half_width_m
         ego_x, ego_y, hypot = self.ego_x, self.ego_y, math.hypot
-        low, high = 1.0 - _REACH_SLACK, 1.0 + _REACH_SLACK
+        low, high = 1.0 - REACH_SLACK, 1.0 + REACH_SLACK
         found = []
         for k, ((x, y), (half_length, half_width)) in enumerate(zip(self.xy, self.half_extent)):
             dx, dy = x - ego_x, y - ego_y
@@ -381,8 +378,8 @@ def _candidate_window_end(
     radius_m = max(math.hypot(*scene.half_extent[k]) for k in candidates)
     arclength, count = geometry.arclength_list, len(geometry.arclength_list)
     # bisect_left is searchsorted (side "left") on the sorted, finite arc lengths.
-    low = min(bisect.bisect_left(arclength, reach_end_m + radius_m * (1.0 - _REACH_SLACK) + 1.0) + 1, count)
-    high = min(bisect.bisect_left(arclength, reach_end_m + radius_m * (1.0 + _REACH_SLACK) + 1.0) + 1, count)
+    low = min(bisect.bisect_left(arclength, reach_end_m + radius_m * (1.0 - REACH_SLACK) + 1.0) + 1, count)
+    high = min(bisect.bisect_left(arclength, reach_end_m + radius_m * (1.0 + REACH_SLACK) + 1.0) + 1, count)
     if low == high:
         return low
     half_extent = np.array([scene.half_extent[k] for k in candidates])

@@ -3,19 +3,24 @@ place on the route (arc length along it, metres)."""
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from found_rl.route_cache import per_route
 from found_rl.sim.snapshot import Route, WorldSnapshot
 
 if TYPE_CHECKING:
     from found_rl.hazards.corridor import StraightFrame
 
 FAST_PATH_LIMIT = 1e12
-"""Coordinates and extents below this magnitude cannot overflow in the fast path."""
+"""Coordinates and extents below this magnitude cannot overflow in the fast paths (here, in
+``found_rl.infractions`` and ``found_rl.route_progress``)."""
+
+REACH_SLACK = 1e-9
+"""Relative slack of the pure-Python twins of exact numpy tests: far above their rounding
+differences from numpy (a few ulp), far below anything geometric."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +57,8 @@ class RouteGeometry:
         object.__setattr__(self, "direction_list", self.direction.tolist())
 
 
-_route_cache: dict[int, tuple[weakref.ref, RouteGeometry]] = {}
-
-
+@per_route
 def route_geometry(route: Route) -> RouteGeometry:
-    key = id(route)
-    cached = _route_cache.get(key)
-    if cached is not None and cached[0]() is route:
-        return cached[1]
     xy = np.asarray(route.xy, dtype=np.float64).reshape(-1, 2)
     steps = np.hypot(*np.diff(xy, axis=0).T) if len(xy) > 1 else np.zeros(0)
     geometry = RouteGeometry(
@@ -67,9 +66,6 @@ def route_geometry(route: Route) -> RouteGeometry:
         xy=xy[:, 0] + 1j * xy[:, 1],
         direction=np.exp(1j * np.deg2rad(np.asarray(route.yaw_deg, dtype=np.float64))),
     )
-    if len(_route_cache) > 64:  # routes are few; drop everything rather than track ages
-        _route_cache.clear()
-    _route_cache[key] = (weakref.ref(route), geometry)
     return geometry
 
 

@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 import shapely
 
+from found_rl.hazards.geometry import REACH_SLACK
 from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
 
 STOP_LINE_REACH_M = 10.0
@@ -84,17 +85,12 @@ def overlapping_boxes(
 
 _NO_INDICES = np.zeros(0, dtype=np.int64)
 
-_REACH_SLACK = 1e-9
-"""Relative slack of pure-Python twins of exact tests: far above their rounding differences
-from numpy (a few ulp), far below anything geometric."""
-
-
 def _may_overlap_any(ego_xy: np.ndarray, ego_half_extent: np.ndarray, others: ActorBoxes) -> bool:
     """``False`` only if the exact broad phase of :func:`overlapping_boxes` rejects every box.
 
     The usual step has a handful of actors and none within reach; a loop over Python floats
     decides that faster than one numpy call. The circle test is loosened by
-    :data:`_REACH_SLACK` (``math.hypot`` and ``np.hypot`` may differ in the last bit), and
+    :data:`REACH_SLACK` (``math.hypot`` and ``np.hypot`` may differ in the last bit), and
     anything but plain float64 arrays, or a NaN, answers ``True`` (the exact path decides).
     """
     xy, half_extent = others.xy, others.half_extent
@@ -109,7 +105,7 @@ def _may_overlap_any(ego_xy: np.ndarray, ego_half_extent: np.ndarray, others: Ac
         return True
     ego_x, ego_y = ego_xy.tolist()
     ego_radius_m = math.hypot(ego_half_extent[0], ego_half_extent[1])
-    hypot, slack = math.hypot, 1.0 + _REACH_SLACK
+    hypot, slack = math.hypot, 1.0 + REACH_SLACK
     for (x, y), (half_length, half_width) in zip(xy.tolist(), half_extent.tolist()):
         dx, dy = x - ego_x, y - ego_y
         reach = (ego_radius_m + hypot(half_length, half_width)) * slack
@@ -151,26 +147,21 @@ def segments_cross(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.n
 def ego_corners(ego: EgoState, with_centre: bool = False) -> np.ndarray:
     """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners` (scalar fast path);
     ``(5, 2)`` with the centre appended when ``with_centre``."""
-    corners = _ego_corner_list(ego)
-    if with_centre:
-        corners.append(ego.xy.tolist())
-    return np.array(corners)
-
-
-def _ego_corner_list(ego: EgoState) -> list[list[float]]:
-    """The rows of :func:`ego_corners` as Python floats."""
     yaw = math.radians(ego.yaw_deg)
     cos, sin = math.cos(yaw), math.sin(yaw)
     half_length, half_width = ego.half_extent.tolist()  # Python floats: scalar maths is faster
     fx, fy = half_length * cos, half_length * sin
     rx, ry = -half_width * sin, half_width * cos
     x, y = ego.xy.tolist()
-    return [
+    corners = [
         [x + fx - rx, y + fy - ry],
         [x + fx + rx, y + fy + ry],
         [x - fx + rx, y - fy + ry],
         [x - fx - rx, y - fy - ry],
     ]
+    if with_centre:
+        corners.append([x, y])
+    return np.array(corners)
 
 
 def ego_front_xy(ego: EgoState) -> np.ndarray:
@@ -215,16 +206,8 @@ class DrivableArea:
         return distance
 
     def ego_outside_m(self, ego: EgoState) -> list[float]:
-        """``outside_distance_m(ego_corners(ego, with_centre=True)).tolist()``: the per-step
-        check, with no array work beyond the point test when the ego is on the road."""
-        if self.geometry is None:
-            return [0.0] * 5
-        corners = _ego_corner_list(ego)
-        corners.append(ego.xy.tolist())
-        xs, ys = zip(*corners)
-        if False not in shapely.lib.intersects_xy(self.geometry, np.array(xs), np.array(ys)).tolist():
-            return [0.0] * 5
-        return self.outside_distance_m(np.array(corners)).tolist()
+        """How far each ego corner, then its centre, lies off the drivable area (0 on it)."""
+        return self.outside_distance_m(ego_corners(ego, with_centre=True)).tolist()
 
 
 _DRIVABLE_CACHE: dict[str, DrivableArea] = {}
