@@ -2,10 +2,13 @@
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
 from found_rl.bench import sim
+
+QUICKSTART = Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -51,12 +54,29 @@ def test_bench_sim_json_has_every_key(capsys):
     assert "metadrive" in report["metadrive_note"] or report["steps_per_s_metadrive_topdown"] > 0
 
 
-def test_table_output_names_the_runs(capsys):
-    args = parse(["--steps", "5", "--resets", "0", "--vehicles", "3", "--state-vehicles", "3"])
+def test_table_output_names_the_runs(capsys, tmp_path, monkeypatch):
+    # A long scenario path and a narrow terminal must not wrap or truncate the report's lines.
+    monkeypatch.setenv("COLUMNS", "60")
+    deep = tmp_path / ("a_rather_long_folder_name_" * 3) / "scenarios"
+    deep.mkdir(parents=True)
+    scenario = deep / "quickstart.yaml"
+    scenario.write_text(QUICKSTART.read_text())
+    argv = ["--scenario", str(scenario), "--steps", "5", "--resets", "0", "--vehicles", "3", "--state-vehicles", "3"]
+    args = parse(argv)
     args.warmup_s, args.no_pin = 5.0, True
     assert args.run(args) == 0
     out = capsys.readouterr().out
-    assert "runs (min-max)" in out and "median of 1 runs" in out and "target" in out
+    assert f"({scenario}, not pinned (--no-pin); median of 1 runs)" in out
+    assert "runs (min-max)" in out and "target (>= 1000 steps/s with BEV at 50 vehicles" in out
+    assert "reset: not timed" in out  # five steps end no episode, and --resets 0
+
+
+def test_json_without_timed_resets_is_valid_json(capsys):
+    args = parse(["--json", "--steps", "5", "--resets", "0", "--vehicles", "3", "--state-vehicles", "3"])
+    args.warmup_s, args.no_pin = 5.0, True
+    assert args.run(args) == 0
+    report = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    assert report["reset_ms"] is None and report["resets_timed"] == 0 and report["target_met"] is False
 
 
 def test_repeat_must_be_positive():
