@@ -47,7 +47,9 @@ def test_bench_sim_json_has_every_key(capsys):
         assert report[key] > 0, key
     assert report["backend_ms_bev_5"] > 0 and report["render_ms_bev_5"] > 0
     assert report["render_ms_state_5"] == 0.0  # state-only observations render nothing
-    assert report["resets_timed"] >= 2
+    assert report["reset_config"] == "bev_5" and report["resets_timed"] >= 2
+    assert report["reset_ms"] == report["reset_ms_bev_5"]  # the headline is the middle BEV run's
+    assert report["resets_timed_state_5"] < report["resets_timed"]  # the extra resets are bev_5's
     assert len(report["steps_per_s_bev_5_runs"]) == 2 and report["repeat"] == 2
     runs = sorted(report["steps_per_s_bev_5_runs"])
     assert report["steps_per_s_bev_5"] in runs  # the median run (upper of two) is reported whole
@@ -67,8 +69,10 @@ def test_table_output_names_the_runs(capsys, tmp_path, monkeypatch):
     assert args.run(args) == 0
     out = capsys.readouterr().out
     assert f"({scenario}, not pinned (--no-pin); median of 1 runs)" in out
-    assert "runs (min-max)" in out and "target (>= 1000 steps/s with BEV at 50 vehicles" in out
-    assert "reset: not timed" in out  # five steps end no episode, and --resets 0
+    assert "target (>= 1000 steps/s with BEV at 50 vehicles" in out and "…" not in out
+    for header in ("vehicles", "steps/s", "runs (min-max)", "vs BEV@50", "CPU ms/step", "reset ms (p95)"):
+        assert header in out, header
+    assert "reset (bev_3): not timed" in out  # five steps end no episode, and --resets 0
 
 
 def test_json_without_timed_resets_is_valid_json(capsys):
