@@ -136,6 +136,8 @@ class ReplayBuffer:
         self.is_transition[slot] = False
         self.has_advisor[slot] = False
         self.has_clip[slot] = False
+        self.advisor_actions[slot] = 0.0  # ReplaySamples promises zeros where there is no label
+        self.clip_bonus[slot] = 0.0
         self.next_slot[slot] = -1
         self.step_ids[slot] = -1
         self._pending = [-1 if pending == slot else pending for pending in self._pending]
@@ -197,6 +199,10 @@ class ReplayBuffer:
             if valid is None
             else np.asarray(valid, dtype=bool).reshape(self.num_envs)
         )
+        for env in np.flatnonzero(~is_valid):
+            # No transition continues through an invalid row: FAST padding follows an ended
+            # episode, and a dead worker's lost step is followed by its clip's reset.
+            self._pending[env] = -1
         for env in np.flatnonzero(is_valid):
             slot = self._pending[env]
             if slot >= 0 and not all(np.array_equal(self._obs[k][slot], obs_d[k][env]) for k in self._obs):

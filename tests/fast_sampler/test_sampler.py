@@ -53,6 +53,41 @@ def test_fast_pads_ended_clips_and_truncates_the_rest_at_rho() -> None:
     assert sampler.stats.valid_transitions == rollout.num_valid == 22
 
 
+@pytest.mark.parametrize(
+    "rho, cut_at",
+    [(0.3, 1), (1 / 3, 1), (0.34, 3), (0.5, 3), (0.67, None), (1.0, None)],
+    ids=["0.3", "1/3", "0.34", "0.5", "0.67", "1.0"],
+)
+def test_global_truncation_fires_when_the_ended_fraction_first_reaches_rho(rho: float, cut_at: int | None) -> None:
+    # N = 3, lengths 2, 4, 6: clip 0 ends at lock-step 1 (1/3 ended), clip 1 at lock-step 3
+    # (2/3), clip 2 at lock-step 5 (3/3). METHOD §4: the cut comes when ended / N >= rho, so
+    # rho = 0.5 needs 2 ended clips (not floor(1.5) = 1) and rho = 0.34 needs 2 as well.
+    with FastSampler(env_fns([[2], [4], [6]]), zero_policy, rho=rho, seed=0) as sampler:
+        rollout = sampler.collect(6)
+    if cut_at == 1:  # clip 0 ending is enough: every 2-step round cuts clips 1 and 2
+        assert rollout.valid.all()
+        assert as_grid(rollout.terminated) == ["010101", "000000", "000000"]
+        assert as_grid(rollout.truncated) == ["000000", "010101", "010101"]
+    elif cut_at == 3:  # clip 0 is padding at lock-steps 2 and 3; clip 2 is cut at lock-step 3
+        assert as_grid(rollout.valid[:4]) == ["1100", "1111", "1111"]
+        assert as_grid(rollout.terminated[:4]) == ["0100", "0001", "0000"]
+        assert as_grid(rollout.truncated[:4]) == ["0000", "0000", "0001"]
+    else:  # nobody is cut: every clip runs to its own end, then all reset together
+        assert as_grid(rollout.valid) == ["110000", "111100", "111111"]
+        assert as_grid(rollout.terminated) == ["010000", "000100", "000001"]
+        assert not rollout.truncated.any()
+    assert sampler.stats.global_resets == (3 if cut_at == 1 else 1)
+
+
+def test_an_episode_that_terminates_on_its_horizon_step_is_terminal_not_truncated() -> None:
+    # Clip 0's episode terminates at its 3rd step, exactly when the horizon T_max = 3 is hit:
+    # it really ended, so it must not be bootstrapped. Clip 1 is cut by the horizon.
+    with FastSampler(env_fns([[3], [9]]), zero_policy, rho=0.5, horizon=3, seed=0) as sampler:
+        rollout = sampler.collect(3)
+    assert as_grid(rollout.terminated) == ["001", "000"]
+    assert as_grid(rollout.truncated) == ["000", "001"]
+
+
 def test_padding_rows_hold_the_last_observation_with_zero_reward_action_and_ids() -> None:
     with FastSampler(env_fns([[2], [4]]), value_policy, rho=1.0, seed=3) as sampler:
         rollout = sampler.collect(4)

@@ -56,6 +56,28 @@ def test_masked_normalize_matches_plain_normalisation_of_valid_entries() -> None
     assert torch.all(normalized[~valid] == 0)
 
 
+@pytest.mark.parametrize(
+    "valid",
+    [[[0, 0], [1, 0]], [[0, 0], [0, 0]]],
+    ids=["single-valid-step", "all-padding"],
+)
+def test_masked_normalize_of_one_or_no_valid_entry_is_finite_zero(valid: list[list[int]]) -> None:
+    # One valid advantage has no spread: centred it is 0, and the Bessel divisor n − 1 = 0 is
+    # guarded to 1 so the result is 0 / (0 + eps) = 0, not 0 / 0. Padding holds NaN and stays 0.
+    x = torch.tensor([[float("nan"), 7.0], [3.0, float("nan")]])
+    mask = torch.tensor(valid, dtype=torch.float64)
+    assert torch.equal(masked_normalize(x, mask), torch.zeros(2, 2))
+
+
+def test_masked_normalize_hand_computed_values() -> None:
+    # Valid 1, 2, 6: mean 3, Bessel std sqrt((4 + 1 + 9) / 2) = sqrt(7); padding 100 is ignored.
+    x = torch.tensor([1.0, 100.0, 2.0, 6.0])
+    valid = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    root7 = 7.0**0.5
+    expected = torch.tensor([-2.0 / root7, 0.0, -1.0 / root7, 3.0 / root7])
+    torch.testing.assert_close(masked_normalize(x, valid, eps=0.0), expected)
+
+
 @pytest.mark.parametrize("gamma, gae_lambda", [(0.99, 0.95), (0.9, 1.0), (0.5, 0.0)])
 def test_gae_reward_only_on_last_step_with_constant_value(gamma: float, gae_lambda: float) -> None:
     # SB3 test_gae style: an episode of `length` steps pays 1 on its last (terminal) step and the

@@ -176,3 +176,67 @@ def test_nan_advantage_stops_with_the_term_named():
     batch = batch._replace(returns=torch.full_like(batch.returns, float("nan")))
     with pytest.raises(FloatingPointError, match="losses/value_loss"):
         ppo.update(batch, global_step=1)
+
+
+def test_ppo_losses_match_hand_computed_clipped_terms():
+    # Three valid entries and one padding entry full of NaN (it must not leak). clip ε = 0.2.
+    nan = float("nan")
+    ratios = torch.tensor([1.5, 0.5, 1.1, 9.0])
+    mb = RolloutSamples(
+        observations=torch.zeros(4, 4),
+        actions=torch.zeros(4, dtype=torch.int64),
+        log_probs=torch.tensor([-1.0, -2.0, -0.5, nan]),
+        values=torch.tensor([0.0, 1.0, 2.0, nan]),
+        advantages=torch.tensor([1.0, 1.0, -2.0, nan]),
+        returns=torch.tensor([1.0, 1.0, 0.0, nan]),
+        valid=torch.tensor([1.0, 1.0, 1.0, 0.0]),
+    )
+    new_log_probs = mb.log_probs + ratios.log()
+    new_values = torch.tensor([0.5, 1.1, 1.0, nan])
+    entropy = torch.tensor([1.0, 2.0, 3.0, nan])
+    config = PpoConfig(norm_adv=False, clip_coef=0.2, clip_vloss=True, ent_coef=0.01, vf_coef=0.5)
+    losses = ppo_losses(new_log_probs, entropy, new_values, mb, config)
+    # Surrogate max(−A·r, −A·clip(r, 0.8, 1.2)): max(−1.5, −1.2) = −1.2; max(−0.5, −0.8) = −0.5;
+    # A = −2, r = 1.1 inside the clip: 2.2. Mean over the 3 valid entries: 0.5 / 3.
+    policy_loss = (-1.2 - 0.5 + 2.2) / 3
+    # Value: max((V − R)², (V_old + clip(V − V_old, ±0.2) − R)²): max(0.25, 0.64) = 0.64;
+    # max(0.01, 0.01) = 0.01; max(1.0, 1.8² = 3.24) = 3.24. Half their valid mean.
+    value_loss = 0.5 * (0.64 + 0.01 + 3.24) / 3
+    assert losses.policy_loss.item() == pytest.approx(policy_loss, rel=1e-5)
+    assert losses.value_loss.item() == pytest.approx(value_loss, rel=1e-5)
+    assert losses.entropy.item() == pytest.approx(2.0, rel=1e-6)
+    assert losses.loss.item() == pytest.approx(policy_loss - 0.01 * 2.0 + 0.5 * value_loss, rel=1e-5)
+    approx_kl = sum((r - 1) - np.log(r) for r in (1.5, 0.5, 1.1)) / 3
+    assert losses.approx_kl.item() == pytest.approx(approx_kl, rel=1e-4)
+    assert losses.old_approx_kl.item() == pytest.approx(-sum(np.log(r) for r in (1.5, 0.5, 1.1)) / 3, rel=1e-4)
+    assert losses.clipfrac.item() == pytest.approx(2 / 3)  # |r − 1| > 0.2 for 1.5 and 0.5
+
+
+def test_ppo_losses_without_value_clipping_use_the_plain_squared_error():
+    mb = RolloutSamples(
+        observations=torch.zeros(2, 4),
+        actions=torch.zeros(2, dtype=torch.int64),
+        log_probs=torch.zeros(2),
+        values=torch.tensor([0.0, 2.0]),
+        advantages=torch.zeros(2),
+        returns=torch.tensor([1.0, 0.0]),
+        valid=torch.ones(2),
+    )
+    config = PpoConfig(norm_adv=False, clip_vloss=False)
+    losses = ppo_losses(torch.zeros(2), torch.zeros(2), torch.tensor([0.5, 1.0]), mb, config)
+    assert losses.value_loss.item() == pytest.approx(0.5 * (0.25 + 1.0) / 2)
+
+
+@pytest.mark.parametrize("kind", [ActionKind.CATEGORICAL, ActionKind.BETA, ActionKind.GAUSSIAN])
+def test_an_all_padding_minibatch_gives_zero_losses_and_zero_gradients(kind):
+    torch.manual_seed(0)
+    ppo = PPO(VECTOR, kind, 3 if kind is ActionKind.CATEGORICAL else 2, PpoConfig(network=SMALL, ent_coef=0.01))
+    batch, _ = padded_batch(kind, ppo.agent)
+    padding = batch._replace(valid=torch.zeros_like(batch.valid))
+    _, log_probs, entropy, values = ppo.agent.get_action_and_value(padding.observations, padding.actions)
+    losses = ppo_losses(log_probs, entropy, values, padding, ppo.config)
+    losses.loss.backward()
+    for name in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"):
+        assert getattr(losses, name).item() == 0.0, name
+    for parameter in ppo.agent.parameters():
+        assert parameter.grad is None or torch.count_nonzero(parameter.grad) == 0

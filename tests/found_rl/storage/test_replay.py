@@ -198,3 +198,69 @@ def test_bad_shapes_and_labels_are_named():
     fill_episode(buffer, 0, 2, "terminated")
     with pytest.raises(ValueError, match="action"):
         buffer.attach_labels((0, 0, 0), action=np.array([np.nan]))
+
+
+def two_clip_obs(first: float, second: float) -> np.ndarray:
+    return np.array([[first, -first], [second, -second]], dtype=np.float32)
+
+
+def test_a_late_label_attaches_to_the_clip_named_by_its_step_id():
+    # Two lock-stepped clips share (episode, step) ids; only the clip slot tells them apart.
+    buffer = ReplayBuffer(32, VECTOR, action_dim=1, num_envs=2)
+    for t in range(3):
+        buffer.add(
+            two_clip_obs(t, 100 + t),
+            np.zeros((2, 1)),
+            np.zeros(2),
+            two_clip_obs(t + 1, 101 + t),
+            np.array([False, False]),
+            np.array([t == 2, t == 2]),
+            step_ids=[(0, 0, t), (1, 0, t)],
+        )
+    assert buffer.attach_labels((1, 0, 1), action=np.array([0.7]), clip_bonus=0.3)
+    batch = buffer.sample(256, np.random.default_rng(0))
+    labelled = {float(o[0]) for o, h in zip(batch.observations, batch.has_advisor) if h}
+    assert labelled == {101.0}
+    for obs, has_clip, bonus, advisor in zip(batch.observations, batch.has_clip, batch.clip_bonus, batch.advisor_actions):
+        is_target = float(obs[0]) == 101.0
+        assert bool(has_clip) == is_target
+        assert float(bonus) == pytest.approx(0.3 if is_target else 0.0)
+        assert float(advisor[0]) == pytest.approx(0.7 if is_target else 0.0)
+
+
+def sample_after_overwriting_labelled_slots() -> tuple[ReplayBuffer, object]:
+    buffer = ReplayBuffer(8, VECTOR, action_dim=1)
+    fill_episode(buffer, episode=0, length=3, ending="truncated")  # slots 0..3
+    for t in range(3):
+        assert buffer.attach_labels((0, 0, t), action=np.array([0.9]), clip_bonus=0.4)
+    fill_episode(buffer, episode=1, length=4, ending="truncated")  # slots 4..7, then wraps to 0
+    fill_episode(buffer, episode=2, length=2, ending="terminated")  # reuses slots 0..2
+    batch = buffer.sample(256, np.random.default_rng(0))
+    assert {float(o[0]) for o in batch.observations} == {100.0, 101.0, 102.0, 103.0, 200.0, 201.0}
+    return buffer, batch
+
+
+def test_a_transition_written_over_a_labelled_slot_starts_unlabelled():
+    buffer, batch = sample_after_overwriting_labelled_slots()
+    assert not batch.has_advisor.any() and not batch.has_clip.any()
+    assert buffer.label_coverage() == {"advisor": 0.0, "clip": 0.0}
+
+
+def test_unlabelled_samples_in_overwritten_slots_hold_zero_labels():
+    _, batch = sample_after_overwriting_labelled_slots()
+    assert not batch.advisor_actions.any() and not batch.clip_bonus.any()
+
+
+def test_a_dead_workers_lost_step_ends_the_clips_chain():
+    # What FastSampler.step() hands over when clip 0's worker dies: lock-step 0 is a normal,
+    # unflagged transition (the death is not known yet); lock-step 1 is invalid for clip 0
+    # (worker_died, the step is lost); lock-step 2 starts a new episode from a reset
+    # observation. StepBatches cannot flag lock-step 0 after the fact (only Rollout.from_steps
+    # does), so the buffer must treat a skipped invalid row as the end of the clip's chain.
+    buffer = ReplayBuffer(16, VECTOR, action_dim=1)
+    no = np.array([False])
+    buffer.add(vec(0), np.zeros((1, 1)), np.zeros(1), vec(1), no, no, step_ids=[(0, 0, 0)])
+    buffer.add(vec(1), np.zeros((1, 1)), np.zeros(1), vec(1), no, no, step_ids=[(-1, -1, -1)], valid=np.array([False]))
+    buffer.add(vec(50), np.zeros((1, 1)), np.zeros(1), vec(51), no, no, step_ids=[(0, 1, 0)])
+    # Transition 0 → 1 keeps bootstrapping from o_1 (cut, not terminal); the new episode is stored.
+    assert all_transitions(buffer) == {0.0: (1.0, 0.0), 50.0: (51.0, 0.0)}

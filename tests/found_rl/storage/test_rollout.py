@@ -55,3 +55,33 @@ def test_full_storage_and_early_returns_are_refused():
             torch.zeros(1, dtype=torch.bool),
             torch.ones(1),
         )
+
+
+def add_terminal_step(storage: RolloutStorage, rewards: list[float]) -> None:
+    """One lock-step in which every clip gets its reward and terminates (so return = reward)."""
+    num_envs = len(rewards)
+    storage.add(
+        torch.zeros(num_envs, 1),
+        torch.zeros(num_envs, dtype=torch.int64),
+        torch.zeros(num_envs),
+        torch.zeros(num_envs),
+        torch.tensor(rewards),
+        torch.ones(num_envs, dtype=torch.bool),
+        torch.zeros(num_envs, dtype=torch.bool),
+        torch.ones(num_envs),
+    )
+
+
+def test_clip_bonus_goes_to_its_entry_and_does_not_outlive_a_reset():
+    storage = RolloutStorage(2, 2, ObsSpec(vector_dim=1), (), discrete=True)
+    add_terminal_step(storage, [1.0, 2.0])
+    add_terminal_step(storage, [3.0, 4.0])
+    storage.attach_clip_bonus(1, 0, 0.5)  # a late bonus for lock-step 1, clip 0 only
+    out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
+    assert out.returns.tolist() == pytest.approx([1.0, 2.0, 3.5, 4.0])
+    storage.reset()
+    add_terminal_step(storage, [1.0, 2.0])
+    add_terminal_step(storage, [3.0, 4.0])
+    # The next rollout reuses the buffers: the old bonus must be masked, not added again.
+    out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
+    assert out.returns.tolist() == pytest.approx([1.0, 2.0, 3.0, 4.0])
