@@ -8,13 +8,12 @@ resuming. It is written to a temporary file in the same folder and moved into pl
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from found_rl.atomic import replaced_atomically
 from found_rl.models.policy import DrivingPolicy, PolicySpec, build_actor
 
 FORMAT = "found-rl-checkpoint"
@@ -50,16 +49,8 @@ def save_checkpoint(
         "training_state": training_state,
         "metadata": metadata or {},
     }
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(payload, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    with replaced_atomically(path) as tmp:
+        torch.save(payload, tmp)
     return path
 
 

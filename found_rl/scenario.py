@@ -124,6 +124,8 @@ GeneratedNetwork = Annotated[
 def _resolve_existing(value: Path, info: ValidationInfo, what: str) -> Path:
     base = (info.context or {}).get("base_dir")
     path = value if value.is_absolute() or base is None else Path(base) / value
+    if path.is_dir():
+        raise ValueError(f"{what} is a folder, not a file: {path}")
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     return path.resolve()
@@ -267,7 +269,7 @@ def _format_error(source: str, data: Any, error: Any) -> str:
     if error["type"] == "missing":
         loc = ".".join(str(p) for p in error["loc"])
         return f"{source}: {loc}: required field is missing"
-    if "got" not in message and not isinstance(error.get("input"), dict):
+    if "got" not in message and ": " not in message and not isinstance(error.get("input"), dict):
         message = f"{message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
     return f"{source}: {field}: {message}"
 
@@ -293,6 +295,14 @@ def parse_scenario(
     return scenario
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: the parser's problem and where (PyYAML's own text spans several lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file.
 
@@ -301,11 +311,15 @@ def load_scenario(path: str | Path) -> Scenario:
         ValueError: malformed YAML or an invalid field; the message names the file and field.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; pass a scenario YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"scenario file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.start}); a scenario is YAML text") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: malformed YAML: {exc}") from None
+        raise ValueError(f"{path}: malformed YAML: {_yaml_problem(exc)}") from None
     scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
     return scenario.model_copy(update={"source_path": path.resolve()})

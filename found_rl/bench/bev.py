@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from found_rl.cli.argtypes import finite_float
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=2.0, help="minimum timing time per case")
+    parser.add_argument(
+        "--seconds", type=finite_float(0, inclusive=False), default=2.0, help="minimum timing time per case"
+    )
     parser.set_defaults(run=run)
 
 

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from found_rl.cli.argtypes import int_at_least
+
 SAC_TARGET = -200.0
 PPO_TARGET = 475.0
 EVAL_EPISODES = 10
@@ -312,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds",
-        type=_positive_int,
+        type=int_at_least(1),
         default=3,
         help="independent runs per learner (default 3)",
     )
@@ -323,29 +325,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sac-steps",
-        type=_positive_int,
+        type=int_at_least(1),
         default=20_000,
         help="SAC env steps (default 20000)",
     )
     parser.add_argument(
         "--ppo-steps",
-        type=_positive_int,
+        type=int_at_least(1),
         default=100_000,
         help="PPO env steps (default 100000; target: within 200000)",
     )
     parser.add_argument(
         "--eval-episodes",
-        type=_positive_int,
+        type=int_at_least(1),
         default=EVAL_EPISODES,
         help="deterministic evaluation episodes per run",
     )
     parser.add_argument("--verbose", action="store_true", help="print training progress to stderr")
-    parser.add_argument("--threads", type=_positive_int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument("--threads", type=int_at_least(1), default=1, help="torch CPU threads (default 1)")
     parser.set_defaults(run=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {value}")
-    return value

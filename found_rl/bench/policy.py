@@ -15,6 +15,8 @@ import json
 import time
 from typing import Any
 
+from found_rl.cli.argtypes import finite_float, int_at_least
+
 FPS_B1_TARGET = 1_000.0
 FPS_B64_TARGET = 5_000.0
 
@@ -152,13 +154,13 @@ def run(args: argparse.Namespace) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads",
-        type=int,
+        type=int_at_least(0),
         default=0,
         help="torch CPU threads (default: torch's choice)",
     )
     parser.add_argument(
         "--seconds",
-        type=float,
+        type=finite_float(0, inclusive=False),
         default=1.5,
         help="minimum timing window per measurement (default 1.5)",
     )

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from found_rl.cli.argtypes import SEED, finite_float
+
 SAMPLERS = ("single", "per_clip_reset", "global_reset", "fast")
 TARGET_SPEEDUP_AT_8 = 2.5
 SUMO_SCENARIO = "scenarios/quickstart.yaml"
@@ -46,10 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clips", type=int, nargs="+", default=None, metavar="N", help="clip counts (default 4 8 16)")
     parser.add_argument("--transitions", type=int, default=None,
                         help="valid transitions per measurement (default 4000 synthetic, 1000 sumo)")
-    parser.add_argument("--step-ms", type=float, default=None,
+    parser.add_argument("--step-ms", type=finite_float(0, inclusive=False), default=None,
                         help="synthetic env: mean step latency in ms (default 5; 1 with --quick)")
     parser.add_argument("--rho", type=float, default=0.5, help="FAST's ended-fraction threshold (default 0.5)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--adaptive", action="store_true",
                         help="also run FAST with an adaptive rho chosen by measured throughput (row fast_adaptive)")
     parser.add_argument("--quick", action="store_true", help="smoke test: N = 2 4, few transitions, 1 ms steps")

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from found_rl.cli.argtypes import finite_float, int_at_least
+
 TINY_CLIP_NAME = "found-rl-bench-tiny-clip"
 TINY_CLIP_CONFIG = {
     "embed_dim": 32,
@@ -58,42 +60,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"subset of {','.join(BACKENDS)}",
     )
     parser.add_argument(
-        "--requests", type=int, default=3000, help="request cap per level"
+        "--requests", type=int_at_least(1), default=3000, help="request cap per level"
     )
     parser.add_argument(
-        "--duration-s", type=float, default=5.0, help="time cap per level, seconds"
+        "--duration-s", type=finite_float(0, inclusive=False), default=5.0, help="time cap per level, seconds"
     )
     parser.add_argument(
         "--loss-requests",
-        type=int,
+        type=int_at_least(1),
         default=20_000,
         help="requests in the loss check (256 clients)",
     )
     parser.add_argument(
         "--base-ms",
-        type=float,
+        type=finite_float(0, inclusive=True),
         default=20.0,
         help="fixed-cost backend: ms per model call",
     )
     parser.add_argument(
         "--per-item-ms",
-        type=float,
+        type=finite_float(0, inclusive=True),
         default=0.1,
         help="fixed-cost backend: extra ms per item",
     )
     parser.add_argument(
-        "--max-batch-size", type=int, default=64, help="batch cap with batching on"
+        "--max-batch-size", type=int_at_least(1), default=64, help="batch cap with batching on"
     )
     parser.add_argument(
-        "--max-wait-ms", type=float, default=5.0, help="flush timer with batching on"
+        "--max-wait-ms", type=finite_float(0, inclusive=True), default=5.0, help="flush timer with batching on"
     )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    levels = [int(x) for x in args.clients.split(",") if x.strip()]
-    if not levels or min(levels) < 1:
-        raise ValueError(f"--clients must list positive integers, got {args.clients!r}")
+    levels = _parse_levels(args.clients)
     args.backend_names = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not args.backend_names or set(args.backend_names) - set(BACKENDS):
         raise ValueError(
@@ -111,6 +111,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_table(report)
     return 0
+
+
+def _parse_levels(text: str) -> list[int]:
+    """``--clients`` as ints >= 1; a typo names the flag instead of ``int()``'s message."""
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise ValueError(f"--clients must list positive integers such as 1,16,64, got {text!r}")
+    return levels
 
 
 async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, Any]:
@@ -349,6 +360,8 @@ class _ServerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                if self.process.returncode == 2:  # the server's usage error: a flag passed through is bad
+                    raise ValueError(f"the advisor server refused these settings: {self._server_log()}")
                 raise RuntimeError(f"benchmark server exited: {self._server_log()}")
             if self._get("/readyz")[0] == 200:
                 return

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from found_rl.cli.argtypes import finite_float
+
 TARGET_STEPS_PER_S = 1000.0
 TARGET_RESET_MS = 50.0
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -41,7 +43,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--vehicles", default="0,50,150", help="comma-separated background vehicle counts for the BEV runs"
     )
     parser.add_argument("--state-vehicles", type=int, default=50, help="vehicles in the state-only run (default 50)")
-    parser.add_argument("--warmup-s", type=float, default=None, help="override the scenario's traffic warm-up")
+    parser.add_argument(
+        "--warmup-s",
+        type=finite_float(0, inclusive=True, maximum=3600),  # the scenario schema's traffic.warmup_s range
+        default=None,
+        help="override the scenario's traffic warm-up (seconds, 0-3600)",
+    )
     parser.add_argument(
         "--repeat",
         type=int,

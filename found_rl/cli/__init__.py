@@ -39,14 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
-    User mistakes (``ValueError``, missing files) print one clear line and exit 2, without a
-    traceback; anything else is a bug and keeps its traceback.
+    User mistakes (``ValueError``; a missing file, or a file where a folder belongs or the other
+    way round) print one clear line and exit 2, without a traceback; anything else is a bug and
+    keeps its traceback.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except (
+        ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError
+    ) as exc:
         print(f"found-rl {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

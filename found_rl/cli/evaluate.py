@@ -8,8 +8,12 @@ Example::
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
+
+from found_rl.cli.argtypes import SEED
+from found_rl.cli.paths import check_output_dir, check_output_file
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--agent", required=True, help="expert | checkpoint:PATH | advisor:URL (an advisor server's base URL)"
     )
     parser.add_argument("--repetitions", type=int, default=1, help="episodes per route, each freshly reset")
-    parser.add_argument("--seed", type=int, default=0, help="base seed; each episode's seed derives from it")
+    parser.add_argument("--seed", type=SEED, default=0, help="base seed; each episode's seed derives from it")
     parser.add_argument(
         "--out", required=True, type=Path, help="results JSON (leaderboard layout); resumed if it exists"
     )
@@ -62,19 +66,25 @@ def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
 def run(args: argparse.Namespace) -> int:
     if args.repetitions < 1:
         raise ValueError(f"--repetitions must be >= 1, got {args.repetitions}")
-    if args.advisor_timeout <= 0:
-        raise ValueError(f"--advisor-timeout must be > 0 seconds, got {args.advisor_timeout}")
+    if not (math.isfinite(args.advisor_timeout) and args.advisor_timeout > 0):
+        raise ValueError(f"--advisor-timeout must be a finite number > 0 seconds, got {args.advisor_timeout}")
 
     import gymnasium as gym
 
     from found_rl import DRIVING_ENV_ID
-    from found_rl.evaluation.agents import make_agent, parse_agent_spec
+    from found_rl.evaluation.agents import CheckpointAgent, make_agent, parse_agent_spec
     from found_rl.evaluation.report import print_summary
     from found_rl.evaluation.results import ResultsFile
     from found_rl.evaluation.runner import evaluate
+    from found_rl.evaluation.video import MP4_NEEDS, mp4_supported
     from found_rl.routes import parse_routes
 
     parse_agent_spec(args.agent)
+    check_output_file(args.out, "--out")
+    if args.video_dir is not None:
+        check_output_dir(args.video_dir, "--video-dir")
+        if args.video_format == "mp4" and not mp4_supported():
+            raise ValueError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
     scenario = prepare_scenario(args.scenario, args.routes)
     num_routes = len(parse_routes(scenario.routes.file))
     identity = {
@@ -96,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         observation = "state" if args.agent == "expert" else "bev"
         render_mode = "rgb_array" if args.video_dir is not None else None
         env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode)
+        if isinstance(agent, CheckpointAgent):
+            agent.check_observation_space(env.observation_space)
         evaluate(
             env,
             agent,

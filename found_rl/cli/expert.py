@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from found_rl.cli.argtypes import SEED, int_at_least
+from found_rl.cli.paths import check_output_dir, check_output_file
+
+if TYPE_CHECKING:
+    from found_rl.scenario import Scenario
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     collect.add_argument(
         "--noise", type=float, default=0.0, help="chance per step of a 1 s action perturbation"
     )
-    collect.add_argument("--seed", type=int, default=0)
-    collect.add_argument("--samples-per-shard", type=int, default=1000)
+    collect.add_argument("--seed", type=SEED, default=0)
+    collect.add_argument("--samples-per-shard", type=int_at_least(1), default=1000)
     collect.add_argument("--no-progress", action="store_true")
     collect.set_defaults(run=run_collect)
 
@@ -34,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     drive.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
     drive.add_argument("--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)")
     drive.add_argument("--route", type=int, default=None, help="route index (default: drawn from the seed)")
-    drive.add_argument("--seed", type=int, default=0)
+    drive.add_argument("--seed", type=SEED, default=0)
     drive.add_argument("--video", type=Path, help="write an annotated BEV video (.gif or .mp4)")
     drive.set_defaults(run=run_drive)
 
@@ -50,6 +57,24 @@ def _scenario(scenario_path: Path, routes_path: Path | None):
     return scenario
 
 
+def _check_route_index(route: int | None, scenario: Scenario, scenario_path: Path) -> None:
+    """Refuse a ``--route`` the route file does not have, before the simulator starts."""
+    from found_rl.routes import parse_routes
+
+    if route is None:
+        return
+    if scenario.routes.file is None:
+        raise ValueError(
+            f"--route {route}: --scenario {scenario_path} has random routes (routes.random_length_m), "
+            "so there is no route list to index; drop --route or pass --routes FILE"
+        )
+    num_routes = len(parse_routes(scenario.routes.file))
+    if not 0 <= route < num_routes:
+        raise ValueError(
+            f"--route must be in [0, {num_routes}) for the {num_routes} route(s) of {scenario.routes.file}, got {route}"
+        )
+
+
 def run_collect(args: argparse.Namespace) -> int:
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
@@ -60,6 +85,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from found_rl.dataset.shards import ShardWriter
 
     noise = NoiseConfig(probability=args.noise)
+    check_output_dir(args.out, "--out")
     scenario = _scenario(args.scenario, args.routes)
     settings = {
         "scenario": str(args.scenario.resolve()),
@@ -92,7 +118,11 @@ def run_drive(args: argparse.Namespace) -> int:
     from found_rl.metrics import route_scores
 
     scenario = _scenario(args.scenario, args.routes)
-    video = VideoRecorder(args.video) if args.video is not None else None
+    _check_route_index(args.route, scenario, args.scenario)
+    video = None
+    if args.video is not None:
+        check_output_file(args.video, "--video")
+        video = VideoRecorder(args.video)
     env = gym.make(
         DRIVING_ENV_ID,
         scenario=scenario,
@@ -100,9 +130,6 @@ def run_drive(args: argparse.Namespace) -> int:
         render_mode="rgb_array" if video is not None else None,
     )
     try:
-        num_routes = env.unwrapped.num_routes
-        if args.route is not None and not 0 <= args.route < max(num_routes, 1):
-            raise ValueError(f"--route must be in [0, {num_routes}), got {args.route}")
         outcome = run_episode(env, ExpertAgent(), args.route, args.seed, video)
     finally:
         env.close()

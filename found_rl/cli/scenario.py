@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+
+from found_rl.atomic import replaced_atomically
+from found_rl.cli.argtypes import SEED, int_at_least
+from found_rl.cli.paths import check_output_file
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,11 +41,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="scenario whose map the routes drive on",
     )
-    routes.add_argument("--count", type=int, default=12, help="number of routes")
+    routes.add_argument("--count", type=int_at_least(1), default=12, help="number of routes")
     routes.add_argument(
         "--length-m", type=float, default=400.0, help="length of each route in metres"
     )
-    routes.add_argument("--seed", type=int, default=0)
+    routes.add_argument("--seed", type=SEED, default=0)
     routes.add_argument("--town", default="", help="value of the town attribute")
     routes.add_argument("--out", type=Path, required=True, help="output routes.xml")
     routes.set_defaults(run=run_routes)
@@ -158,8 +163,11 @@ def run_routes(args: argparse.Namespace) -> int:
     from found_rl.routes import write_routes
     from found_rl.routes.generate import generate_routes
 
-    if args.length_m <= 10:
-        raise ValueError(f"--length-m must be > 10, got {args.length_m}")
+    if not (math.isfinite(args.length_m) and args.length_m > 10):
+        raise ValueError(f"--length-m must be a finite number > 10, got {args.length_m}")
+    check_output_file(args.out, "--out")
+    if args.out.resolve() == args.scenario.resolve():
+        raise ValueError(f"--out {args.out}: is the --scenario file itself; pass a routes.xml path")
     _, _, _, planner = _world(args.scenario, map_only=True)
     routes = generate_routes(
         planner,
@@ -168,6 +176,7 @@ def run_routes(args: argparse.Namespace) -> int:
         args.length_m,
         town=args.town,
     )
-    write_routes(args.out, routes)
+    with replaced_atomically(args.out) as tmp:
+        write_routes(tmp, routes)
     print(f"wrote {len(routes)} routes to {args.out}")
     return 0

@@ -22,7 +22,6 @@ import io
 import json
 import os
 import tarfile
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any
 
 import cv2
 import numpy as np
+
+from found_rl.atomic import replaced_atomically
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "found-rl-expert-webdataset"
@@ -77,10 +78,8 @@ def _add_bytes(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
 
 
 def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2)
-    os.replace(tmp, path)
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2))
 
 
 class ShardWriter:

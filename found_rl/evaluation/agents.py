@@ -59,8 +59,23 @@ class CheckpointAgent:
         checkpoint = Path(path)
         if not checkpoint.is_file():
             raise FileNotFoundError(f"--agent checkpoint:{path}: no such checkpoint file")
+        _check_device(device)
         self.name = f"checkpoint:{path}"
         self.policy = load_policy(checkpoint, device=device)
+
+    def check_observation_space(self, space: Any) -> None:
+        """Refuse an env whose observations the policy was not built for, before the first episode.
+
+        Raises:
+            ValueError: naming the checkpoint and both shapes.
+        """
+        want = self.policy.spec.obs
+        got_bev, got_state = tuple(space["bev"].shape), int(space["state"].shape[0])
+        if want.bev_shape is not None and (tuple(want.bev_shape), want.state_dim) != (got_bev, got_state):
+            raise ValueError(
+                f"--agent {self.name}: the policy was built for bev {tuple(want.bev_shape)} and state "
+                f"({want.state_dim},), but this scenario gives bev {got_bev} and state ({got_state},)"
+            )
 
     def reset(self) -> None:
         reset = getattr(self.policy, "reset", None)
@@ -72,6 +87,16 @@ class CheckpointAgent:
 
     def close(self) -> None:
         pass
+
+
+def _check_device(device: str) -> None:
+    """Refuse a ``--device`` torch cannot use here (a typo, or CUDA on a machine without it)."""
+    import torch
+
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as exc:  # torch raises AssertionError for "not compiled with CUDA"
+        raise ValueError(f"--device {device}: torch cannot use this device here ({exc})") from None
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str]:

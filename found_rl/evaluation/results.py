@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+)
+
+from found_rl.atomic import replaced_atomically
 from found_rl.events import EpisodeSummary, InfractionKind
 from found_rl.metrics import GlobalScores, RouteScores, count_infractions, global_scores
 
@@ -150,6 +159,46 @@ def build_global_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], 
     )
 
 
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _StoredScores(_Loose):
+    score_route: float
+    score_penalty: float
+    score_composed: float
+
+
+class _StoredMeta(_Loose):
+    outside_lane_percentage: float
+    driven_km: float
+    duration_game: float
+    infraction_counts: dict[str, int]
+
+
+class _StoredRecord(_Loose):
+    """The fields of a stored record that resuming reads to rebuild the global record.
+
+    A hand-edited or damaged file must be refused naming the bad field, not crash later in
+    :func:`build_global_record` or skip episodes that never ran.
+    """
+
+    index: StrictInt = Field(ge=0)
+    route_id: str
+    status: str
+    scores: _StoredScores
+    meta: _StoredMeta
+
+
+_STORED_RECORDS = TypeAdapter(list[_StoredRecord])
+
+
+def _first_error(exc: ValidationError) -> str:
+    """``records.0.scores: Field required`` for the first problem pydantic found."""
+    error = exc.errors()[0]
+    return ".".join(["records", *(str(part) for part in error["loc"])]) + f": {error['msg']}"
+
+
 class ResultsFile:
     """The results JSON of one evaluation run: load-or-create, add records, save atomically.
 
@@ -178,7 +227,8 @@ class ResultsFile:
             data = json.loads(self.path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{refuse}: it is not valid JSON ({exc}); pass a new path") from exc
-        if not isinstance(data, dict) or "found_rl" not in data or "_checkpoint" not in data:
+        if not (isinstance(data, dict) and isinstance(data.get("found_rl"), dict)
+                and isinstance(data.get("_checkpoint"), dict)):
             raise ValueError(
                 f"{refuse}: it is not a found-rl results file (no 'found_rl' and '_checkpoint' "
                 "blocks); pass a new path"
@@ -192,6 +242,16 @@ class ResultsFile:
         records = data["_checkpoint"].get("records")
         if not isinstance(records, list):
             raise ValueError(f"{refuse}: '_checkpoint.records' is not a list; the file is corrupt")
+        try:
+            _STORED_RECORDS.validate_python(records)
+        except ValidationError as exc:
+            raise ValueError(f"{refuse}: _checkpoint.{_first_error(exc)}; the file is corrupt") from None
+        indices = [record["index"] for record in records]
+        if len(set(indices)) != len(indices) or any(index >= self.total for index in indices):
+            raise ValueError(
+                f"{refuse}: _checkpoint.records: indices {sorted(indices)} repeat or lie outside this run's "
+                f"{self.total} episodes; the file is corrupt"
+            )
         return records
 
     @property
@@ -232,14 +292,5 @@ class ResultsFile:
 
     def save(self) -> None:
         """Write to a temporary file in the same folder, then rename over ``path``."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self.to_json(), handle, indent=2)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, self.path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        with replaced_atomically(self.path) as tmp:
+            tmp.write_text(json.dumps(self.to_json(), indent=2))

@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.atomic import replaced_atomically
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 FPS = 10  # one frame per 0.1 s env step
@@ -35,6 +36,18 @@ def annotate_frame(
     return frame
 
 
+MP4_NEEDS = "MP4 videos need the imageio-ffmpeg package (python -m pip install imageio-ffmpeg)"
+
+
+def mp4_supported() -> bool:
+    """Whether imageio can write MP4 here (its ffmpeg plug-in is installed)."""
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class VideoRecorder:
     """Collects annotated frames and writes a GIF or MP4 (by suffix) when closed.
 
@@ -46,14 +59,8 @@ class VideoRecorder:
         self.path = Path(path)
         if self.path.suffix not in VIDEO_SUFFIXES:
             raise ValueError(f"video {self.path}: suffix must be one of {VIDEO_SUFFIXES}")
-        if self.path.suffix == ".mp4":
-            try:
-                import imageio_ffmpeg  # noqa: F401
-            except ImportError:
-                raise ValueError(
-                    "MP4 videos need the imageio-ffmpeg package (python -m pip install imageio-ffmpeg); "
-                    "or use --video-format gif"
-                ) from None
+        if self.path.suffix == ".mp4" and not mp4_supported():
+            raise ValueError(f"video {self.path}: {MP4_NEEDS}; or write a .gif")
         self.frames: list[np.ndarray] = []
 
     def add(self, bev_rgb: np.ndarray, speed_mps: float, command: int, action: np.ndarray) -> None:
@@ -64,11 +71,9 @@ class VideoRecorder:
 
         if not self.frames:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
-        if self.path.suffix == ".gif":
-            imageio.mimsave(tmp, self.frames, duration=1000 / FPS, loop=0)
-        else:
-            imageio.mimsave(tmp, self.frames, fps=FPS, macro_block_size=1)
-        os.replace(tmp, self.path)
+        with replaced_atomically(self.path) as tmp:
+            if self.path.suffix == ".gif":
+                imageio.mimsave(tmp, self.frames, duration=1000 / FPS, loop=0)
+            else:
+                imageio.mimsave(tmp, self.frames, fps=FPS, macro_block_size=1)
         self.frames = []

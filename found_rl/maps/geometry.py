@@ -7,14 +7,13 @@ cache under its content hash, so later processes load it in milliseconds.
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import shapely
 
+from found_rl.atomic import replaced_atomically
 from found_rl.maps.build import cache_root
 from found_rl.sim.snapshot import Lane, MapGeometry, Polyline
 from found_rl.sim.sumo.frames import SumoFrame
@@ -191,9 +190,6 @@ def load_map_geometry(net_path: Path, net=None) -> MapGeometry:
 
         net = read_network(net_path)
     geometry = extract_map_geometry(net, net_path)
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=cache_file.parent, suffix=".tmp")
-    with os.fdopen(handle, "wb") as out:
-        pickle.dump(geometry, out, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, cache_file)
+    with replaced_atomically(cache_file) as tmp:
+        tmp.write_bytes(pickle.dumps(geometry, protocol=pickle.HIGHEST_PROTOCOL))
     return geometry

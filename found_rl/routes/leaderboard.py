@@ -51,6 +51,8 @@ def parse_routes(path: str | Path) -> list[RouteSpec]:
             the message names the file and route id.
     """
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; pass a leaderboard route XML file")
     if not path.is_file():
         raise FileNotFoundError(f"route file not found: {path}")
     try:

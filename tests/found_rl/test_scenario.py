@@ -118,9 +118,29 @@ def test_missing_or_wrong_files_are_named(tmp_path, text, expected):
         load_scenario(write(tmp_path, text))
 
 
-def test_malformed_yaml_names_the_file(tmp_path):
-    with pytest.raises(ValueError, match=r"s\.yaml: malformed YAML"):
+def test_malformed_yaml_names_the_file_and_line_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match=r"s\.yaml: malformed YAML: line 2, column 1: ") as error:
         load_scenario(write(tmp_path, "map: {generate: [unclosed\n"))
+    assert "\n" not in str(error.value)
+
+
+def test_a_folder_is_not_a_scenario_file(tmp_path):
+    with pytest.raises(ValueError, match=f"{tmp_path}: is a folder"):
+        load_scenario(tmp_path)
+
+
+def test_binary_scenario_file_is_named(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"\xff\xfe\x00map")
+    with pytest.raises(ValueError, match=r"s\.yaml: not a UTF-8 text file"):
+        load_scenario(path)
+
+
+def test_a_folder_as_route_file_is_named_once(tmp_path):
+    (tmp_path / "routes.xml").mkdir()
+    with pytest.raises(ValueError, match="routes.file: route file is a folder, not a file: ") as error:
+        load_scenario(write(tmp_path, "map: {generate: {type: grid}}\nroutes: {file: routes.xml}\n"))
+    assert str(error.value).count("routes.xml") == 1
 
 
 def test_non_mapping_yaml_is_rejected(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -55,3 +56,26 @@ def test_checkpoint_agent_drives_from_the_observation(tmp_path):
     evaluate(env, agent, results, 1, 1, seed=0, show_progress=False)
     record = json.loads((tmp_path / "r.json").read_text())["_checkpoint"]["records"][0]
     assert record["route_id"] == "RouteScenario_" + env.snapshot.route.route_id + "_rep0"
+
+
+def test_checkpoint_for_another_bev_size_is_refused_before_driving(tmp_path):
+    env = scripted_env(observation="bev")
+    channels, height, width = env.observation_space["bev"].shape
+    other = ObsSpec(bev_shape=(channels, height // 2, width // 2), state_dim=10)
+    sac = SAC(other, 2, SacConfig(network=TINY))
+    path = save_checkpoint(tmp_path / "small.pt", sac.policy_spec, sac.actor.state_dict())
+    agent = make_agent(f"checkpoint:{path}")
+    with pytest.raises(ValueError, match=r"--agent checkpoint:.*small\.pt: the policy was built for bev"):
+        agent.check_observation_space(env.observation_space)
+    matching = gymnasium.spaces.Dict(
+        bev=gymnasium.spaces.Box(0, 255, other.bev_shape, np.uint8), state=env.observation_space["state"]
+    )
+    agent.check_observation_space(matching)  # the policy's own shape passes
+
+
+@pytest.mark.parametrize("device", ["nodevice", "cuda:99"])
+def test_unusable_device_is_named_before_the_checkpoint_loads(tmp_path, device):
+    path = tmp_path / "policy.pt"
+    path.write_bytes(b"not even read")
+    with pytest.raises(ValueError, match=f"--device {device}: torch cannot use this device here"):
+        make_agent(f"checkpoint:{path}", device=device)

@@ -98,3 +98,49 @@ def test_save_leaves_no_temporary_files(tmp_path):
     results = ResultsFile(tmp_path / "results.json", IDENTITY, total=1)
     results.add(record(0))
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def _corrupt(data: dict, how: str) -> None:
+    records = data["_checkpoint"]["records"]
+    if how == "found_rl_list":
+        data["found_rl"] = []
+    elif how == "checkpoint_list":
+        data["_checkpoint"] = []
+    elif how == "record_not_object":
+        records[0] = 1
+    elif how == "no_index":
+        del records[0]["index"]
+    elif how == "text_index":
+        records[0]["index"] = "x"
+    elif how == "no_scores":
+        del records[0]["scores"]
+    elif how == "index_out_of_run":
+        records[0]["index"] = 5
+    elif how == "repeated_index":
+        records.append(dict(records[0]))
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("found_rl_list", "not a found-rl results file"),
+        ("checkpoint_list", "not a found-rl results file"),
+        ("record_not_object", "_checkpoint.records.0: Input should be a valid dictionary"),
+        ("no_index", "_checkpoint.records.0.index: Field required"),
+        ("text_index", "_checkpoint.records.0.index: Input should be a valid integer"),
+        ("no_scores", "_checkpoint.records.0.scores: Field required"),
+        ("index_out_of_run", "indices [5] repeat or lie outside this run's 2 episodes"),
+        ("repeated_index", "indices [0, 0] repeat"),
+    ],
+)
+def test_resuming_a_corrupt_results_file_names_the_problem_and_keeps_the_file(tmp_path, how, message):
+    path = tmp_path / "results.json"
+    ResultsFile(path, IDENTITY, total=2).add(record(0))
+    data = json.loads(path.read_text())
+    _corrupt(data, how)
+    path.write_text(json.dumps(data))
+    before = path.read_text()
+    with pytest.raises(ValueError, match="refusing to overwrite --out") as caught:
+        ResultsFile(path, IDENTITY, total=2)
+    assert message in str(caught.value)
+    assert path.read_text() == before

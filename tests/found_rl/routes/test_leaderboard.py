@@ -91,3 +91,9 @@ def test_bad_route_files(tmp_path, text, expected):
 def test_missing_route_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="route file not found"):
         parse_routes(tmp_path / "none.xml")
+
+
+def test_a_folder_is_not_a_route_file(tmp_path):
+    (tmp_path / "routes.xml").mkdir()
+    with pytest.raises(ValueError, match=r"routes\.xml: is a folder"):
+        parse_routes(tmp_path / "routes.xml")

@@ -1,0 +1,39 @@
+"""Checks of output paths a user names on the command line.
+
+The checks run before any simulator or long job starts, so a mistyped ``--out`` costs
+nothing (the writes themselves go through :mod:`found_rl.atomic`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse a file path that is a folder or lies under a file.
+
+    Raises:
+        ValueError: naming ``flag`` and the path.
+    """
+    if path.is_dir():
+        raise ValueError(f"{flag} {path}: is a folder; pass a file path")
+    _check_parents(path, flag)
+
+
+def check_output_dir(path: Path, flag: str) -> None:
+    """Refuse a folder path that is a file or lies under a file.
+
+    Raises:
+        ValueError: naming ``flag`` and the path.
+    """
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {path}: is a file, not a folder; pass a folder path")
+    _check_parents(path, flag)
+
+
+def _check_parents(path: Path, flag: str) -> None:
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+            return
