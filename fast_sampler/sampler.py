@@ -172,7 +172,7 @@ class LockstepSampler:
             clip_index=ids[0],
             episode_index=ids[1],
             step_index=ids[2],
-            extras={key: value for key, value in extras.items()},
+            extras=dict(extras),
             infos=tuple(infos),
         )
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -43,7 +43,7 @@ class CarlaLikeEnv(gym.Env):
         dict_obs: observe ``{"state": (obs_dim,) float32, "image": (3, 8, 8) uint8}``.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -98,7 +98,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             unless given here.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(
         self,

@@ -79,7 +79,7 @@ class GlobalScores:
 
 def count_infractions(infractions: Iterable[Infraction]) -> dict[InfractionKind, int]:
     """Number of infractions of every kind (kinds that never happened count 0)."""
-    counts = {kind: 0 for kind in InfractionKind}
+    counts = dict.fromkeys(InfractionKind, 0)
     for infraction in infractions:
         counts[infraction.kind] += 1
     return counts
@@ -140,7 +140,7 @@ def global_scores(
             "pass one of each per route"
         )
     if not scores:
-        zero_rates = {kind: 0.0 for kind in InfractionKind}
+        zero_rates = dict.fromkeys(InfractionKind, 0.0)
         return GlobalScores(0.0, 0.0, 0.0, zero_rates, 0.0, 0)
     driven_km = math.fsum(s.driven_km for s in scores)
     rates = {

@@ -271,8 +271,8 @@ class RouteTracker:
             start_x, start_y, direction_x, direction_y, length_m = rows[j]
             rel_x, rel_y = x - start_x, y - start_y
             along = rel_x * direction_x + rel_y * direction_y
-            along = along if along > 0.0 else 0.0  # noqa: FURB136 (np.maximum; inline: no call)
-            along = along if along < length_m else length_m  # noqa: FURB136
+            along = along if along > 0.0 else 0.0
+            along = along if along < length_m else length_m
             offset_x, offset_y = rel_x - along * direction_x, rel_y - along * direction_y
             dist2.append(offset_x * offset_x + offset_y * offset_y)
             projections.append((along, rel_x, rel_y))

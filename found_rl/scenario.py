@@ -39,7 +39,7 @@ def _count_range(value: Any) -> tuple[int, int]:
     """Accept ``n`` or ``[lo, hi]`` (inclusive); return ``(lo, hi)``."""
     # ValueError (not TypeError): pydantic turns only ValueErrors into field errors.
     if isinstance(value, bool):
-        raise ValueError(f"expected an int >= 0 or a [min, max] pair, got {value!r}")  # noqa: TRY004
+        raise ValueError(f"expected an int >= 0 or a [min, max] pair, got {value!r}")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"expected an int >= 0, got {value}")
@@ -281,7 +281,7 @@ def parse_scenario(
     if not isinstance(data, dict):
         # A user mistake in the file, so ValueError like every other scenario error (CLI exit 2).
         kind = type(data).__name__
-        raise ValueError(f"{source}: expected a mapping of scenario fields, got {kind}")  # noqa: TRY004
+        raise ValueError(f"{source}: expected a mapping of scenario fields, got {kind}")
     if "source_path" in data:
         raise ValueError(
             f"{source}: source_path: unknown field (it is set by the loader)"

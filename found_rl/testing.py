@@ -52,7 +52,7 @@ def straight_road(length_m: float = 200.0) -> MapGeometry:
 
 def straight_route(length_m: float = 100.0, spacing_m: float = 1.0) -> Route:
     """A route along the east lane from ``x = 0`` to ``x = length_m``."""
-    x = np.linspace(0.0, length_m, int(round(length_m / spacing_m)) + 1)
+    x = np.linspace(0.0, length_m, round(length_m / spacing_m) + 1)
     xy = np.stack([x, np.full_like(x, EAST_LANE_Y)], axis=1)
     commands = np.full(len(x), int(RoadOption.LANEFOLLOW), dtype=np.int8)
     return Route("straight", xy, np.zeros(len(x)), commands, ("east",) * len(x), float(length_m))

@@ -9,6 +9,7 @@ A worker that does not answer within ``timeout_s`` is killed and raises
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
@@ -141,10 +142,8 @@ class ProcessExecutor(Executor):
         workers, self._workers = self._workers, [None] * self.num_clips
         for worker in workers:
             if worker is not None and worker.process.is_alive():
-                try:
+                with contextlib.suppress(OSError):  # already gone: nothing to tell it
                     worker.conn.send(("close", None))
-                except OSError:
-                    pass
         deadline = time.monotonic() + _CLOSE_TIMEOUT_S
         for worker in workers:
             if worker is not None:

@@ -106,10 +106,7 @@ def train_sac_pendulum(
     episode, episode_return = 0, 0.0
     for global_step in range(1, total_steps + 1):
         # ALGO LOGIC: action logic
-        if global_step <= learning_starts:
-            action = env.action_space.sample()
-        else:
-            action = sac.act(obs[None])[0]
+        action = env.action_space.sample() if global_step <= learning_starts else sac.act(obs[None])[0]
         next_obs, reward, terminated, truncated, _ = env.step(action)
         buffer.add(
             obs[None],
@@ -226,7 +223,8 @@ def train_ppo_cartpole(
         ppo.update(rollout, global_step)
         if progress is not None and episode_returns:
             progress(
-                f"ppo seed {seed} step {global_step} mean return (last 20 episodes) {np.mean(episode_returns[-20:]):.1f}"
+                f"ppo seed {seed} step {global_step} "
+                f"mean return (last 20 episodes) {np.mean(episode_returns[-20:]):.1f}"
             )
     envs.close()
     policy = ppo.policy()

@@ -169,7 +169,7 @@ def measure_metadrive(steps: int) -> dict[str, Any]:
             return {"steps_per_s": steps / (time.perf_counter() - start)}
         finally:
             env.close()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return {"skipped": f"metadrive failed: {type(exc).__name__}: {exc}"}
 
 
@@ -227,6 +227,11 @@ def run(args: argparse.Namespace) -> int:
         )
     cv2.setNumThreads(1)
     core = "not pinned (--no-pin)" if args.no_pin else _pin_to_one_core()
+    if args.scenario == DEFAULT_SCENARIO and not DEFAULT_SCENARIO.is_file():
+        raise FileNotFoundError(
+            f"the default scenario {DEFAULT_SCENARIO} ships with the found-rl source tree, not with an "
+            "installed wheel; pass --scenario FILE (e.g. scenarios/quickstart.yaml of a clone)"
+        )
     scenario = load_scenario(args.scenario)
 
     def scenario_with(vehicles: int) -> Any:
@@ -329,7 +334,10 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
     reference = report.get("steps_per_s_bev_50")
     # The title is its own soft-wrapped line: as a table title it would wrap at the table's width
     # and split on long scenario paths.
-    title = f"found-rl DrivingEnv on one core ({report['scenario']}, {report['core']}; median of {report['repeat']} runs)"
+    title = (
+        f"found-rl DrivingEnv on one core ({report['scenario']}, {report['core']}; "
+        f"median of {report['repeat']} runs)"
+    )
     table = Table()
     columns = ("obs", "vehicles", "steps/s", "runs (min-max)", "vs BEV@50", "ms/step", "CPU ms/step", "sim ms")
     columns += ("BEV ms", "rest ms", "reset ms (p95)")
@@ -371,11 +379,13 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
             f"{report['resets_timed']} resets (target <= {TARGET_RESET_MS:.0f} ms)"
         )
     console.print(
-        f"{resets}; peak RSS {report['peak_rss_mb']:.0f} MB; one trivial numpy call took {report['numpy_call_us']:.2f} us "
+        f"{resets}; peak RSS {report['peak_rss_mb']:.0f} MB; "
+        f"one trivial numpy call took {report['numpy_call_us']:.2f} us "
         "(about 0.5 us on a quiet core)",
         soft_wrap=True,
     )
     if report["metadrive_note"]:
         console.print(f"MetaDrive: {report['metadrive_note']}", soft_wrap=True)
     verdict = "met" if report["target_met"] else f"NOT met ({_shortfall(report)})"
-    console.print(f"target (>= {TARGET_STEPS_PER_S:.0f} steps/s with BEV at 50 vehicles, reset <= 50 ms): {verdict}", soft_wrap=True)
+    target = f">= {TARGET_STEPS_PER_S:.0f} steps/s with BEV at 50 vehicles, reset <= {TARGET_RESET_MS:.0f} ms"
+    console.print(f"target ({target}): {verdict}", soft_wrap=True)

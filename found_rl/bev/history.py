@@ -192,9 +192,9 @@ def _small_history_frame(
             # Roach's ``scale_bbox`` (NaN stays NaN, as with np.maximum).
             half_length *= scale
             half_width *= scale
-            if half_length < min_half:  # noqa: PLR1730 (max() would drop a NaN)
+            if half_length < min_half:
                 half_length = min_half
-            if half_width < min_half:  # noqa: PLR1730
+            if half_width < min_half:
                 half_width = min_half
             yaw = math.radians(yaw_deg)
             cos, sin = math.cos(yaw), math.sin(yaw)

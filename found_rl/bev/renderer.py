@@ -69,7 +69,10 @@ class BevRenderer:
         self._static_channels = [self._masks[ROAD_CHANNEL], self._masks[MARKING_CHANNEL]]
         # (vehicle, walker, light) channel indices and views of each history slot, made once.
         self._slot_indices = list(zip(config.vehicle_channels, config.walker_channels, config.light_channels))
-        self._slot_channels = [(self._masks[v], self._masks[w], self._masks[l]) for v, w, l in self._slot_indices]
+        self._slot_channels = [
+            (self._masks[vehicles], self._masks[walkers], self._masks[lights])
+            for vehicles, walkers, lights in self._slot_indices
+        ]
         self._drawn = [False] * config.num_channels
         """Per channel: drawn into by the last render (the others are zero, static ones aside)."""
         self._shared: list[tuple[int, int]] = []
@@ -270,7 +273,8 @@ class BevRenderer:
             walkers: np.ndarray | None = None
             if frame.centres is not None:
                 visible = np.abs(frame.centres - complex(ego_x, ego_y)) <= frame.cull_distance_m
-                vehicles, walkers = boxes[:num_vehicles][visible[:num_vehicles]], boxes[num_vehicles:][visible[num_vehicles:]]
+                vehicles = boxes[:num_vehicles][visible[:num_vehicles]]
+                walkers = boxes[num_vehicles:][visible[num_vehicles:]]
             else:
                 # None: no box of the kind can touch the view, and neither can their refills.
                 if any_disc_reaches(frame.vehicle_discs, ego_x, ego_y):

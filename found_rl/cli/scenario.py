@@ -126,15 +126,18 @@ def run_show(args: argparse.Namespace) -> int:
         f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m, id {geometry.map_id}"
     )
     print(
-        f"lanes      {sum(not l.is_junction for l in lanes)} road lanes, {sum(l.is_junction for l in lanes)} junction lanes"
+        f"lanes      {sum(not lane.is_junction for lane in lanes)} road lanes, "
+        f"{sum(lane.is_junction for lane in lanes)} junction lanes"
     )
     print(f"lights     {len(lights)} signalised junctions")
     print(
-        f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, {len(geometry.crossing_polygons)} crossings"
+        f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, "
+        f"{len(geometry.crossing_polygons)} crossings"
     )
     traffic = scenario.traffic
     print(
-        f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
+        f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, "
+        f"walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
     )
     routes = _plan_routes(scenario, planner)
     if not routes:
@@ -142,7 +145,8 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
     lengths = np.array([r.length_m for r in routes])
     print(
-        f"routes     {len(routes)} from {scenario.routes.file}, {lengths.min():.0f}-{lengths.max():.0f} m (mean {lengths.mean():.0f} m)"
+        f"routes     {len(routes)} from {scenario.routes.file}, "
+        f"{lengths.min():.0f}-{lengths.max():.0f} m (mean {lengths.mean():.0f} m)"
     )
     for route in routes:
         changes = np.flatnonzero(np.diff(route.commands.astype(int), prepend=-99))

@@ -165,7 +165,7 @@ class ShardWriter:
 
     def _open_shard(self) -> None:
         self._tar_tmp = self.directory / f".{self._shard_name()}.partial"
-        self._tar = tarfile.open(self._tar_tmp, "w")
+        self._tar = tarfile.open(self._tar_tmp, "w")  # noqa: SIM115 (open across add() calls; closed in _close_shard)
         self._in_shard = 0
 
     def _close_shard(self) -> None:

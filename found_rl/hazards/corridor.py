@@ -96,7 +96,8 @@ class _CorridorScene:
         if xy.shape != (len(boxes), 2) or half_extent.shape != xy.shape:
             return None
         ego_x, ego_y = float(snapshot.ego.xy[0]), float(snapshot.ego.xy[1])
-        ego_half_length, horizon_m, half_width_m = float(snapshot.ego.half_extent[0]), float(horizon_m), float(half_width_m)
+        ego_half_length = float(snapshot.ego.half_extent[0])
+        horizon_m, half_width_m = float(horizon_m), float(half_width_m)
         if not _are_tame((ego_x, ego_y, ego_half_length, horizon_m, half_width_m)):
             return None
         # The boxes' numbers are vetted later, for the candidates only: the cull's comparisons

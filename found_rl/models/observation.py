@@ -120,7 +120,7 @@ def obs_to_tensor(obs: NumpyObs, spec: ObsSpec, device: torch.device | str = "cp
         }
         return tensors, single
     if isinstance(obs, dict):
-        raise ValueError(f"observation: expected an array of length {spec.vector_dim}, got a dict")  # noqa: TRY004
+        raise ValueError(f"observation: expected an array of length {spec.vector_dim}, got a dict")
     array = np.asarray(obs, dtype=np.float32)
     single = array.ndim == 1
     if single:

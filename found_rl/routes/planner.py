@@ -293,9 +293,9 @@ class RoutePlanner:
         for edge, next_edge in itertools.pairwise(edges):
             connections = [
                 c
-                for l in edge.getLanes()
-                if l.allows(VEHICLE_CLASS)
-                for c in self.drivable_connections(l)
+                for lane in edge.getLanes()
+                if lane.allows(VEHICLE_CLASS)
+                for c in self.drivable_connections(lane)
                 if c.getTo() is next_edge
             ]
             if not connections:

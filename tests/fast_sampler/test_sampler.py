@@ -244,9 +244,9 @@ def test_clips_with_different_observation_spaces_are_rejected() -> None:
 
 
 def test_policy_returning_the_wrong_batch_size_is_rejected() -> None:
-    with FastSampler(env_fns([[2], [2]]), lambda obs: np.zeros((1, 2)), seed=0) as sampler:
-        with pytest.raises(ValueError, match="policy: .*N=2"):
-            sampler.step()
+    policy = lambda obs: np.zeros((1, 2))  # noqa: E731
+    with FastSampler(env_fns([[2], [2]]), policy, seed=0) as sampler, pytest.raises(ValueError, match=r"policy: .*N=2"):
+        sampler.step()
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,7 @@ def test_ppo_checkpoint_round_trip_for_discrete_actions(tmp_path):
 
 
 def test_missing_checkpoint_names_the_path(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nope.pt"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.pt"):
         load_policy(tmp_path / "nope.pt")
 
 
@@ -73,7 +73,7 @@ def test_corrupt_checkpoint_names_the_path(tmp_path):
     sac = SAC(DRIVING, 2, SacConfig(network=TINY))
     save_checkpoint(path, sac.policy_spec, sac.actor.state_dict())
     path.write_bytes(path.read_bytes()[:100])
-    with pytest.raises(ValueError, match="broken.pt"):
+    with pytest.raises(ValueError, match=r"broken\.pt"):
         load_policy(path)
     other = tmp_path / "other.pt"
     torch.save({"weights": 1}, other)

@@ -108,7 +108,7 @@ def test_random_route_scenarios_refuse_a_route_index():
 
 
 def test_missing_scenario_file_is_an_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.yaml"):
         DrivingEnv(tmp_path / "missing.yaml")
 
 
@@ -146,7 +146,7 @@ def test_same_seed_gives_the_same_rollout():
 def test_driving_the_route_completes_it():
     env = make_env(observation="state")
     env.reset(seed=0, options={"route_index": 0})
-    _, reward, terminated, truncated, info = cruise(env)
+    _, _, terminated, truncated, info = cruise(env)
     assert terminated and not truncated
     summary = info["episode"]
     assert isinstance(summary, EpisodeSummary)
@@ -160,7 +160,7 @@ def test_running_a_red_light_terminates_with_a_speed_penalty():
     env = make_env(backend=ScriptedBackend(light_x_m=30.0), observation="state")
     obs, _ = env.reset(seed=0)
     assert obs["state"][6] == 0.0  # the light is beyond the 18 m horizon at the start
-    _, reward, terminated, _, info = cruise(env)
+    _, _, terminated, _, info = cruise(env)
     assert terminated
     assert [i.kind for i in info["infractions"]] == [InfractionKind.RED_LIGHT]
     assert info["episode"].status is EpisodeStatus.FAILED_RED_LIGHT

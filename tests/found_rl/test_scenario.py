@@ -138,7 +138,7 @@ def test_binary_scenario_file_is_named(tmp_path):
 
 def test_a_folder_as_route_file_is_named_once(tmp_path):
     (tmp_path / "routes.xml").mkdir()
-    with pytest.raises(ValueError, match="routes.file: route file is a folder, not a file: ") as error:
+    with pytest.raises(ValueError, match=r"routes\.file: route file is a folder, not a file: ") as error:
         load_scenario(write(tmp_path, "map: {generate: {type: grid}}\nroutes: {file: routes.xml}\n"))
     assert str(error.value).count("routes.xml") == 1
 
@@ -154,7 +154,7 @@ def test_missing_scenario_file():
 
 
 def test_backend_and_map_kind_must_agree():
-    with pytest.raises(ValueError, match="map.town names a CARLA town"):
+    with pytest.raises(ValueError, match=r"map\.town names a CARLA town"):
         parse_scenario({"map": {"town": "Town01"}, "routes": {"random_length_m": 100}})
     carla = parse_scenario(
         {

@@ -23,6 +23,7 @@ well (``libsumo.load`` with ``--load-state``, tens of ms per reset) as a fallbac
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import tempfile
@@ -151,9 +152,9 @@ class SumoBackend:
         for tls_id in ts.trafficlight.getIDList():
             program = ts.trafficlight.getProgram(tls_id)
             logic = next(
-                l
-                for l in ts.trafficlight.getAllProgramLogics(tls_id)
-                if l.programID == program
+                candidate
+                for candidate in ts.trafficlight.getAllProgramLogics(tls_id)
+                if candidate.programID == program
             )
             programs[tls_id] = (
                 [p.state for p in logic.phases],
@@ -413,10 +414,9 @@ class SumoBackend:
             # conflicts (who yields to whom) against a path the ego is not taking.
             move(EGO_ID, "", -1, x, y, angle, keepRoute=3, matchThreshold=MOVE_MATCH_M)
         except error:
-            try:
+            # Off every lane, this fails too: SUMO keeps its last pose, our model keeps the truth.
+            with contextlib.suppress(error):
                 move(EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M)
-            except error:
-                pass  # off every lane: SUMO keeps its last pose, our model keeps the truth
 
     def _respawn(self, rng: np.random.Generator, num_walkers: int) -> None:
         """Replace background actors that reached their destination."""
@@ -430,10 +430,9 @@ class SumoBackend:
             present = set(ts.person.getIDList())
             for k in range(num_walkers):
                 if walker_id(k) not in present:
-                    try:
+                    # Fails while the id is still pending insertion from an earlier respawn.
+                    with contextlib.suppress(ts.TraCIException):
                         self._trips.add_walker(ts, walker_id(k), rng)
-                    except ts.TraCIException:
-                        pass  # still pending insertion from an earlier respawn
 
     # ---------------------------------------------------------------------------- steps
     def step(self, controls: Controls) -> WorldSnapshot:

@@ -76,19 +76,19 @@ class TripPool:
             e.getID()
             for e in net.getEdges()
             if e.getFunction() == ""
-            and any(l.allows("passenger") for l in e.getLanes())
+            and any(lane.allows("passenger") for lane in e.getLanes())
         )
         walk_edges = sorted(
             e.getID()
             for e in net.getEdges()
             if e.getFunction() == ""
             and any(
-                l.allows("pedestrian") and not l.allows("passenger")
-                for l in e.getLanes()
+                lane.allows("pedestrian") and not lane.allows("passenger")
+                for lane in e.getLanes()
             )
         )
         routes, route_edges, first_lengths = [], [], []
-        for k in range(num_vehicle_routes * 3):
+        for _ in range(num_vehicle_routes * 3):
             if len(routes) >= num_vehicle_routes or len(drive_edges) < 2:
                 break
             start, end = rng.choice(len(drive_edges), size=2, replace=False)
@@ -102,7 +102,7 @@ class TripPool:
                 route_edges.append(tuple(found.edges))
                 first_lengths.append(net.getEdge(found.edges[0]).getLength())
         plans = []
-        for k in range(num_walker_plans * 3):
+        for _ in range(num_walker_plans * 3):
             if len(plans) >= num_walker_plans or len(walk_edges) < 2:
                 break
             start, end = rng.choice(len(walk_edges), size=2, replace=False)

@@ -94,3 +94,12 @@ def test_bad_vehicle_counts_are_rejected(vehicles):
     args = parse(["--vehicles", vehicles])
     with pytest.raises(ValueError, match="--vehicles"):
         args.run(args)
+
+
+def test_a_missing_default_scenario_says_to_pass_one(monkeypatch, tmp_path):
+    # As in a wheel install, where the source tree's scenarios/ folder is absent.
+    monkeypatch.setattr(sim, "DEFAULT_SCENARIO", tmp_path / "scenarios" / "quickstart.yaml")
+    args = parse([])
+    args.scenario = sim.DEFAULT_SCENARIO
+    with pytest.raises(FileNotFoundError, match="pass --scenario FILE"):
+        args.run(args)

@@ -136,7 +136,9 @@ def test_small_frames_match_general_frames_at_the_edges(monkeypatch):
         num_vehicles = int(rng.integers(0, count + 1))
         yaw = rng.choice([0.0, 90.0, -45.0, float(rng.uniform(-180, 180))], count)
         vehicles = boxes(xy[:num_vehicles], yaw[:num_vehicles], half_extent=(2.3, 1.0)) if num_vehicles else None
-        walkers = boxes(xy[num_vehicles:], yaw[num_vehicles:], half_extent=(0.0, 0.3), prefix="w") if count > num_vehicles else None
+        walkers = None
+        if count > num_vehicles:
+            walkers = boxes(xy[num_vehicles:], yaw[num_vehicles:], half_extent=(0.0, 0.3), prefix="w")
         scenes.append(snapshot(vehicles=vehicles, walkers=walkers))
     small = [make_history_frame(scene, CONFIG) for scene in scenes]
     monkeypatch.setattr(history, "_FAST_FRAME_MAX_BOXES", 0)
@@ -153,6 +155,7 @@ def test_small_frames_match_general_frames_at_the_edges(monkeypatch):
     for (bev, masks, rgb), (slow_bev, slow_masks, slow_rgb) in zip(fast, slow):
         np.testing.assert_array_equal(masks, slow_masks)
         np.testing.assert_array_equal(bev, slow_bev)
+        np.testing.assert_array_equal(rgb, slow_rgb)
 
 
 def test_stop_lines_reused_across_nearby_renders_match_fresh_culling(monkeypatch):
@@ -171,6 +174,7 @@ def test_stop_lines_reused_across_nearby_renders_match_fresh_culling(monkeypatch
     for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
         np.testing.assert_array_equal(masks, slow_masks, err_msg=f"step {step}")
         np.testing.assert_array_equal(bev, slow_bev, err_msg=f"step {step}")
+        np.testing.assert_array_equal(rgb, slow_rgb, err_msg=f"step {step}")
 
 
 def test_value_raster_decodes_like_the_bit_split():
@@ -283,6 +287,7 @@ def test_fast_paths_render_like_the_general_path(monkeypatch, seed):
     for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
         np.testing.assert_array_equal(masks, slow_masks, err_msg=f"step {step}")
         np.testing.assert_array_equal(bev, slow_bev, err_msg=f"step {step}")
+        np.testing.assert_array_equal(rgb, slow_rgb, err_msg=f"step {step}")
         np.testing.assert_array_equal(rgb, slow_rgb, err_msg=f"step {step}")
 
 

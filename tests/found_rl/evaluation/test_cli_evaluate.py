@@ -83,7 +83,7 @@ def test_corrupt_or_foreign_out_file_is_refused_and_kept(tmp_path, eval_args, ru
 def test_route_file_without_routes_is_named(tmp_path, tiny_town, run_command):
     empty = tmp_path / "empty.xml"
     empty.write_text("<routes></routes>")
-    with pytest.raises(ValueError, match="empty.xml: no <route>"):
+    with pytest.raises(ValueError, match=r"empty\.xml: no <route>"):
         run_command(
             MODULE,
             [

@@ -82,7 +82,7 @@ def test_netconvert_failure_shows_its_message(tmp_path):
 
 def test_unreadable_network_is_a_value_error(tmp_path):
     (tmp_path / "bad.net.xml").write_text("not xml at all")
-    with pytest.raises(ValueError, match="bad.net.xml: not a readable SUMO network"):
+    with pytest.raises(ValueError, match=r"bad\.net\.xml: not a readable SUMO network"):
         read_network(tmp_path / "bad.net.xml")
 
 

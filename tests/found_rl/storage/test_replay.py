@@ -221,7 +221,8 @@ def test_a_late_label_attaches_to_the_clip_named_by_its_step_id():
     batch = buffer.sample(256, np.random.default_rng(0))
     labelled = {float(o[0]) for o, h in zip(batch.observations, batch.has_advisor) if h}
     assert labelled == {101.0}
-    for obs, has_clip, bonus, advisor in zip(batch.observations, batch.has_clip, batch.clip_bonus, batch.advisor_actions):
+    labels = zip(batch.observations, batch.has_clip, batch.clip_bonus, batch.advisor_actions)
+    for obs, has_clip, bonus, advisor in labels:
         is_target = float(obs[0]) == 101.0
         assert bool(has_clip) == is_target
         assert float(bonus) == pytest.approx(0.3 if is_target else 0.0)

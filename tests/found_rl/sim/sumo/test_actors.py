@@ -48,7 +48,7 @@ def test_boxes_match_the_vectorised_frame_conversion(vehicles, walkers):
         half_length = np.array([r[ts.VAR_LENGTH] / 2 if is_vehicle else 0.0 for r in rows])
         centre, yaw = FRAME.front_to_centre_carla(front, angle, half_length)
         np.testing.assert_allclose(boxes.xy, centre, atol=1e-9)
-        assert ((-180.0 <= boxes.yaw_deg) & (boxes.yaw_deg < 180.0)).all()
+        assert ((boxes.yaw_deg >= -180.0) & (boxes.yaw_deg < 180.0)).all()
         np.testing.assert_allclose(np.cos(np.radians(boxes.yaw_deg - yaw)), 1.0)
         heading = np.stack([np.cos(np.radians(yaw)), np.sin(np.radians(yaw))], axis=1)
         speed = np.array([r[ts.VAR_SPEED] for r in rows])
