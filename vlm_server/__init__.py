@@ -5,8 +5,9 @@ Serve (loopback; binding another address needs ``--token`` or ``$VLM_SERVER_TOKE
     python -m vlm_server --advisor found_rl.advisors:ExpertAdvisor \\
         --clip openclip --clip-option pretrained=/ckpt/clip_bev.pt --clip-option image_size=192
 
-Endpoints: ``POST /v1/advise``, ``POST /v1/clip/score`` (one item, or ``{"items": [...]}``),
-``GET /healthz``, ``/readyz``, ``/metrics``. From an env worker, without ever blocking::
+Endpoints: ``POST /v1/advise``, ``POST /v1/clip/score`` (one item, or ``{"items": [...]}``
+with ids unique in the batch), ``GET /healthz``, ``/readyz``, ``/metrics``; none takes query
+parameters. From an env worker, without ever blocking::
 
     from vlm_server.client import BackgroundClient, advise_payload
     client = BackgroundClient("http://127.0.0.1:8470")

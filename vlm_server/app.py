@@ -24,7 +24,7 @@ from vlm_server.handlers import (
 )
 from vlm_server.keys import CONFIG_KEY, DRAINING_KEY, METRICS_KEY, SERVICES_KEY
 from vlm_server.metrics import ServerMetrics
-from vlm_server.middlewares import auth_middleware, error_middleware
+from vlm_server.middlewares import auth_middleware, error_middleware, query_middleware
 from vlm_server.service import BackendService
 
 __all__ = [
@@ -53,7 +53,7 @@ def create_app(
 
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        middlewares=[error_middleware, auth_middleware],
+        middlewares=[error_middleware, auth_middleware, query_middleware],
     )
     metrics = ServerMetrics()
     app[CONFIG_KEY] = config

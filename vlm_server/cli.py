@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from vlm_server.backends.base import BACKEND_ALIASES
 from vlm_server.config import ServerConfig, load_config_file
-from vlm_server.schemas import error_location
+from vlm_server.schemas import error_location, error_message
 
 TOKEN_ENV = "VLM_SERVER_TOKEN"
 BATCHING_FLAGS = (
@@ -21,6 +22,20 @@ BATCHING_FLAGS = (
     "max_queue_size",
     "max_concurrent_batches",
 )
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# config fields set by a flag of another name
+FLAG_OF_FIELD = {"max_body_bytes": "--max-body-mb"}
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a float that is neither NaN nor infinite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-wait-ms",
-        type=float,
+        type=finite_float,
         help="flush when the oldest item waited this long (default 5)",
     )
     parser.add_argument(
@@ -75,14 +90,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--request-timeout-ms",
-        type=float,
+        type=finite_float,
         help="per-request deadline before 504 (default 30000)",
     )
     parser.add_argument(
-        "--max-body-mb", type=float, help="request body limit in MiB (default 32)"
+        "--max-body-mb",
+        type=finite_float,
+        help="request body limit in MiB (default 32)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", help="logging level (default INFO)"
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="logging level (default INFO)",
     )
 
 
@@ -125,16 +146,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             data[role] = {"spec": spec, "options": options}
         elif options and role not in data:
             raise ValueError(f"--{role}-option given without --{role}")
-        elif options:
-            data[role] = {
-                **data[role],
-                "options": {**data[role].get("options", {}), **options},
-            }
-        if role in data and batching:
-            data[role] = {
-                **data[role],
-                "batching": {**data[role].get("batching", {}), **batching},
-            }
+        if options and spec is None:
+            data[role] = _merged(data[role], "options", options)
+        if batching and role in data:
+            data[role] = _merged(data[role], "batching", batching)
     if "advisor" not in data and "clip" not in data:
         raise ValueError(
             "no backend: give --advisor SPEC and/or --clip SPEC (or a --config file)"
@@ -144,9 +159,44 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = f" in {args.config}" if args.config else ""
+        field = error_location(first["loc"], root="")
+        flag = _flag_for(first["loc"], args)
+        name = f"{field} ({flag})" if flag else field
+        prefix = f"{name}: " if name else ""
         raise ValueError(
-            f"server config{where}: {error_location(first['loc'], root='config')}: {first['msg']}"
+            f"server config{where}: {prefix}{error_message(first)}"
         ) from None
+
+
+def _merged(section: Any, key: str, flags: dict[str, Any]) -> Any:
+    """``section`` with ``flags`` merged into ``section[key]``.
+
+    A non-mapping (``advisor: fixed-cost``, ``options: 5``) is returned as it is, so that
+    validation names it instead of a ``TypeError`` or a silent replacement.
+    """
+    if not isinstance(section, dict):
+        return section
+    current = section.get(key, {})
+    if not isinstance(current, dict):
+        return section
+    return {**section, key: {**current, **flags}}
+
+
+def _flag_for(loc: tuple[Any, ...], args: argparse.Namespace) -> str | None:
+    """The command-line flag that set the config field at ``loc``, if a flag did."""
+    if not loc:
+        return None
+    if loc[0] in ("advisor", "clip") and len(loc) >= 3:
+        role, group, leaf = loc[0], loc[1], loc[2]
+        if group == "batching" and getattr(args, str(leaf), None) is not None:
+            return "--" + str(leaf).replace("_", "-")
+        if group == "options" and getattr(args, f"{role}_option"):
+            return f"--{role}-option"
+        return None
+    name = str(loc[0])
+    flag = FLAG_OF_FIELD.get(name, "--" + name.replace("_", "-"))
+    attr = flag[2:].replace("-", "_")
+    return flag if getattr(args, attr, None) is not None else None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -158,5 +208,11 @@ def serve(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    run_server(config)
+    try:
+        run_server(config)
+    except OSError as exc:  # raised while binding, before anything is served
+        raise ValueError(
+            f"--host/--port: cannot listen on {config.host}:{config.port}: "
+            f"{exc.strerror or exc}"
+        ) from None
     return 0

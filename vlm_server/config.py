@@ -22,6 +22,7 @@ class BatchingConfig(BaseModel):
         5.0,
         ge=0.0,
         le=60_000.0,
+        allow_inf_nan=False,
         description="flush when the oldest item waited this long",
     )
     max_queue_size: int = Field(
@@ -55,18 +56,32 @@ class ServerConfig(BaseModel):
     advisor: BackendConfig | None = None
     clip: BackendConfig | None = None
     request_timeout_ms: float = Field(
-        30_000.0, gt=0.0, description="per-request deadline (504 after)"
+        30_000.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="per-request deadline (504 after)",
     )
     body_read_timeout_ms: float = Field(
-        10_000.0, gt=0.0, description="slow-client guard (408 after)"
+        10_000.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="slow-client guard (408 after)",
     )
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     max_items_per_request: int = Field(1024, ge=1)
     max_image_side: int = Field(
         1024, ge=1, description="largest accepted image height or width, px"
     )
+    max_decoded_image_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1,
+        description="decoded RGB bytes of all images in one request (PNG inflates up to ~1000x)",
+    )
     shutdown_timeout_s: float = Field(
-        30.0, gt=0.0, description="time to drain in-flight requests"
+        30.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="time to drain in-flight requests",
     )
 
     @model_validator(mode="after")
@@ -90,13 +105,37 @@ def is_loopback(host: str) -> bool:
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML/JSON server config into a dict (validated by the caller)."""
+    """Read a YAML/JSON server config into a dict (validated by the caller).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: anything else wrong with the file; the message names it.
+    """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"server config {path} does not exist")
-    data = yaml.safe_load(path.read_text())
+    if not path.is_file():
+        raise ValueError(f"server config {path}: is not a file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"server config {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"server config {path}: not UTF-8 text: {exc.reason}"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"server config {path}: {_yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"server config {path}: expected a mapping at top level, got {type(data).__name__}"
         )
     return data
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where and what, without PyYAML's multi-line excerpt."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    return f"{where}not valid YAML/JSON: {problem}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -19,6 +20,7 @@ from vlm_server.batcher import (
     gather_within,
 )
 from vlm_server.config import ServerConfig
+from vlm_server.images import DecodeBudget
 from vlm_server.keys import CONFIG_KEY, DRAINING_KEY, METRICS_KEY, SERVICES_KEY
 from vlm_server.middlewares import RequestError
 from vlm_server.schemas import (
@@ -27,12 +29,14 @@ from vlm_server.schemas import (
     ClipBatchBody,
     ClipItemBody,
     error_location,
+    error_message,
 )
 from vlm_server.service import BackendService
 
 logger = logging.getLogger(__name__)
 
 DEADLINE_HEADER = "X-Deadline-Ms"
+INLINE_PARSE_BYTES = 8 * 1024  # larger bodies are parsed in a worker thread
 
 
 async def handle_advise(request: web.Request) -> web.Response:
@@ -49,24 +53,27 @@ async def handle_healthz(request: web.Request) -> web.Response:
 
 async def handle_readyz(request: web.Request) -> web.Response:
     services: dict[str, BackendService] = request.app[SERVICES_KEY]
-    states = {
-        name: "ready"
-        if s.is_ready
-        else (f"failed: {s.load_error}" if s.load_error else "loading")
-        for name, s in services.items()
-    }
-    is_ready = (
-        all(s.is_ready for s in services.values())
-        and not request.app[DRAINING_KEY].is_set()
-    )
-    status = (
-        "ready"
-        if is_ready
-        else ("draining" if request.app[DRAINING_KEY].is_set() else "not ready")
-    )
+    states = {name: _backend_state(s) for name, s in services.items()}
+    status = _readiness(states, request.app[DRAINING_KEY].is_set())
     return web.json_response(
-        {"status": status, "backends": states}, status=200 if is_ready else 503
+        {"status": status, "backends": states},
+        status=200 if status == "ready" else 503,
     )
+
+
+def _backend_state(service: BackendService) -> str:
+    if service.load_error:
+        return f"failed: {service.load_error}"
+    return "ready" if service.is_ready else "loading"
+
+
+def _readiness(states: dict[str, str], is_draining: bool) -> str:
+    """``draining``, ``failed`` (permanent: a backend could not load), ``loading`` or ``ready``."""
+    if is_draining:
+        return "draining"
+    if any(state.startswith("failed") for state in states.values()):
+        return "failed"
+    return "ready" if all(state == "ready" for state in states.values()) else "loading"
 
 
 async def handle_metrics(request: web.Request) -> web.Response:
@@ -87,36 +94,24 @@ async def _serve(
     service: BackendService | None = request.app[SERVICES_KEY].get(kind)
     if service is None:
         raise RequestError(404, f"this server has no {kind} backend")
+    if service.load_error:
+        # a failed load is permanent: no Retry-After
+        raise RequestError(503, f"{kind} backend failed to load (see /readyz)")
     if not service.is_ready:
-        reason = (
-            "failed to load (see /readyz)" if service.load_error else "still loading"
-        )
-        raise RequestError(
-            503, f"{kind} backend {reason}", headers={"Retry-After": "1"}
-        )
+        raise RequestError(503, f"{kind} backend still loading", headers={"Retry-After": "1"})
     deadline_s = _deadline_s(request, config)
 
-    body = await _read_json(request, config)
-    is_batch = isinstance(body, dict) and "items" in body
-    context = {"max_side": config.max_image_side, "image_hw": service.image_hw}
-    if (
-        is_batch
-        and isinstance(body["items"], list)
-        and len(body["items"]) > config.max_items_per_request
-    ):
-        raise RequestError(
-            413,
-            f"{len(body['items'])} items, at most {config.max_items_per_request} per request",
-            field="items",
-        )
-    try:
-        parsed = (batch_model if is_batch else item_model).model_validate(
-            body, context=context
-        )
-    except ValidationError as exc:
-        raise _validation_error(exc) from None
-    bodies = parsed.items if is_batch else [parsed]
-    items = [b.to_item() for b in bodies]
+    raw = await _read_body(request, config)
+    context = {
+        "max_side": config.max_image_side,
+        "image_hw": service.image_hw,
+        "budget": DecodeBudget(config.max_decoded_image_bytes),
+    }
+    parse = functools.partial(_parse_items, raw, config, item_model, batch_model, context)
+    # A flat 1024 px PNG of ~4 KB inflates to 3 MB in ~10 ms: bodies that can hold more than
+    # one or two are parsed off the loop (probes and other clients are served meanwhile);
+    # small ones skip the thread hop.
+    is_batch, items = parse() if len(raw) <= INLINE_PARSE_BYTES else await asyncio.to_thread(parse)
 
     try:
         futures = service.batcher.submit(items)
@@ -137,9 +132,7 @@ async def _serve(
         outcomes = await gather_within(futures, remaining_s)
     except TimeoutError:
         service.metrics.errors.labels(kind, "deadline").inc(len(items))
-        raise RequestError(
-            504, f"deadline of {deadline_s * 1000:.0f} ms exceeded"
-        ) from None
+        raise RequestError(504, f"deadline of {deadline_s * 1000:.0f} ms exceeded") from None
 
     replies = []
     for item, outcome in zip(items, outcomes):
@@ -170,45 +163,102 @@ def _deadline_s(request: web.Request, config: ServerConfig) -> float:
             client_ms = float(header)
         except ValueError:
             raise RequestError(
-                400, f"{DEADLINE_HEADER} must be a number, got {header[:32]!r}"
+                400,
+                f"{DEADLINE_HEADER} must be a number, got {header[:32]!r}",
+                field=DEADLINE_HEADER,
             ) from None
         if not (math.isfinite(client_ms) and client_ms > 0):
             raise RequestError(
-                400, f"{DEADLINE_HEADER} must be a positive number, got {header[:32]!r}"
+                400,
+                f"{DEADLINE_HEADER} must be a positive number, got {header[:32]!r}",
+                field=DEADLINE_HEADER,
             )
         deadline_ms = min(deadline_ms, client_ms)
     return deadline_ms / 1000.0
 
 
-async def _read_json(request: web.Request, config: ServerConfig) -> Any:
+async def _read_body(request: web.Request, config: ServerConfig) -> bytes:
+    """The raw body of a JSON request, within the size and time limits."""
     if request.content_type != "application/json":
         raise RequestError(
-            415, f"content type must be application/json, got {request.content_type!r}"
+            415,
+            f"content type must be application/json, got {request.content_type!r}",
+            field="Content-Type",
         )
-    if (
-        request.content_length is not None
-        and request.content_length > config.max_body_bytes
-    ):
+    if request.content_length is not None and request.content_length > config.max_body_bytes:
         raise RequestError(
             413,
             f"body of {request.content_length} bytes exceeds the limit of {config.max_body_bytes}",
+            field="body",
         )
     try:
-        raw = await asyncio.wait_for(
-            request.read(), timeout=config.body_read_timeout_ms / 1000.0
-        )
+        return await asyncio.wait_for(request.read(), timeout=config.body_read_timeout_ms / 1000.0)
     except asyncio.TimeoutError:  # not yet the builtin on Python 3.10
-        raise RequestError(408, "request body not received in time") from None
+        raise RequestError(408, "request body not received in time", field="body") from None
     except web.HTTPRequestEntityTooLarge:
         raise RequestError(
-            413, f"body exceeds the limit of {config.max_body_bytes} bytes"
+            413,
+            f"body exceeds the limit of {config.max_body_bytes} bytes",
+            field="body",
         ) from None
+    except web.RequestPayloadError as exc:  # corrupt gzip/deflate or chunked framing
+        detail = getattr(exc.__cause__, "message", None) or str(exc)
+        encoding = request.headers.get("Content-Encoding")
+        raise RequestError(
+            400,
+            f"body could not be read: {detail}",
+            field="Content-Encoding" if encoding else "body",
+            close_connection=True,
+        ) from None
+
+
+def _parse_items(
+    raw: bytes,
+    config: ServerConfig,
+    item_model: type[BaseModel],
+    batch_model: type[BaseModel],
+    context: dict[str, Any],
+) -> tuple[bool, list[Any]]:
+    """``(is_batch, backend items)`` from a raw body; blocking (runs in a worker thread)."""
+    body = _loads(raw)
+    is_batch = isinstance(body, dict) and "items" in body
+    if is_batch and isinstance(body["items"], list) and len(body["items"]) > config.max_items_per_request:
+        raise RequestError(
+            413,
+            f"{len(body['items'])} items, at most {config.max_items_per_request} per request",
+            field="items",
+        )
+    try:
+        parsed = (batch_model if is_batch else item_model).model_validate(body, context=context)
+    except ValidationError as exc:
+        raise _validation_error(exc) from None
+    bodies = parsed.items if is_batch else [parsed]
+    _check_unique_ids(bodies)
+    return is_batch, [b.to_item() for b in bodies]
+
+
+def _loads(raw: bytes) -> Any:
+    if not raw.strip():
+        raise RequestError(400, "body is empty: expected a JSON object", field="body")
     try:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(
-            400, f"body is not valid JSON: {exc}", field="body"
-        ) from None
+        raise RequestError(400, f"body is not valid JSON: {exc}", field="body") from None
+    except RecursionError:
+        raise RequestError(400, "body is not valid JSON: nested too deeply", field="body") from None
+
+
+def _check_unique_ids(bodies: list[Any]) -> None:
+    """Replies are matched by id, so one id twice in a batch is ambiguous."""
+    first_index: dict[str, int] = {}
+    for index, body in enumerate(bodies):
+        if body.id in first_index:
+            raise RequestError(
+                400,
+                f"id {body.id!r} repeats items[{first_index[body.id]}].id; ids must be unique in a batch",
+                field=f"items[{index}].id",
+            )
+        first_index[body.id] = index
 
 
 def _reject_constant(name: str) -> Any:
@@ -219,8 +269,6 @@ def _validation_error(exc: ValidationError) -> RequestError:
     errors = exc.errors(include_url=False, include_input=False)
     first = errors[0]
     field = error_location(first["loc"])
-    error = RequestError(400, f"{field}: {first['msg']}", field=field)
-    error.details = [
-        {"field": error_location(e["loc"]), "message": e["msg"]} for e in errors[:20]
-    ]
+    error = RequestError(400, f"{field}: {error_message(first)}", field=field)
+    error.details = [{"field": error_location(e["loc"]), "message": error_message(e)} for e in errors[:20]]
     return error

@@ -59,7 +59,29 @@ def decode_base64(data: str) -> bytes:
         ) from None
 
 
-def decode_raw(data: str, shape: tuple[int, int, int], max_side: int) -> np.ndarray:
+class DecodeBudget:
+    """Decoded bytes one request may still produce: a few KB of flat PNG inflate to MBs."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.spent = 0
+
+    def spend(self, height: int, width: int) -> None:
+        """Count an ``[H, W, 3]`` image; ``ValueError`` once the request exceeds the budget."""
+        self.spent += height * width * 3
+        if self.spent > self.max_bytes:
+            raise ValueError(
+                f"the request's images decode to more than max_decoded_image_bytes="
+                f"{self.max_bytes} (send fewer or smaller images per request)"
+            )
+
+
+def decode_raw(
+    data: str,
+    shape: tuple[int, int, int],
+    max_side: int,
+    budget: DecodeBudget | None = None,
+) -> np.ndarray:
     """``[H, W, 3]`` uint8 array from base64 raw bytes; sizes are checked before decoding."""
     height, width, channels = shape
     if channels != 3:
@@ -73,11 +95,15 @@ def decode_raw(data: str, shape: tuple[int, int, int], max_side: int) -> np.ndar
         raise ValueError(
             f"data has {len(data)} base64 chars, shape {list(shape)} uint8 needs {expected_chars} (truncated?)"
         )
+    if budget is not None:
+        budget.spend(height, width)
     raw = decode_base64(data)
     return np.frombuffer(raw, dtype=np.uint8).reshape(shape)
 
 
-def decode_png(data: str, max_side: int) -> np.ndarray:
+def decode_png(
+    data: str, max_side: int, budget: DecodeBudget | None = None
+) -> np.ndarray:
     """``[H, W, 3]`` uint8 array from a base64 8-bit RGB PNG; other modes are refused."""
     raw = decode_base64(data)
     try:
@@ -89,6 +115,8 @@ def decode_png(data: str, max_side: int) -> np.ndarray:
                 )
             if img.mode != "RGB":
                 raise ValueError(f"PNG must be 8-bit RGB, got mode {img.mode!r}")
+            if budget is not None:
+                budget.spend(height, width)
             img.load()
             return np.asarray(img, dtype=np.uint8)
     except ValueError:

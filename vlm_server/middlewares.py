@@ -1,4 +1,4 @@
-"""Cross-cutting request handling: JSON errors without tracebacks, metrics, bearer-token auth."""
+"""Cross-cutting request handling: JSON errors without tracebacks, metrics, auth, query checks."""
 
 from __future__ import annotations
 
@@ -28,12 +28,15 @@ class RequestError(Exception):
         message: str,
         field: str | None = None,
         headers: dict | None = None,
+        close_connection: bool = False,
         **extra: Any,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.field = field
         self.headers = headers or {}
+        # the body could not be read to its end: the connection cannot carry another request
+        self.close_connection = close_connection
         self.extra = extra
         self.details: list[dict[str, str]] = []
 
@@ -60,9 +63,13 @@ async def error_middleware(
             body["details"] = exc.details
         body.update(exc.extra)
         response = web.json_response(body, status=exc.status, headers=exc.headers)
+        if exc.close_connection:
+            response.force_close()  # says "Connection: close" so clients open a new one
     except web.HTTPException as exc:
         response = web.json_response(
-            {"error": exc.reason}, status=exc.status, headers=_safe_headers(exc)
+            _http_error_body(request, exc),
+            status=exc.status,
+            headers=_safe_headers(exc),
         )
     except asyncio.CancelledError:
         raise
@@ -72,6 +79,30 @@ async def error_middleware(
     metrics.requests.labels(route, str(response.status)).inc()
     metrics.request_seconds.labels(route).observe(time.perf_counter() - started_s)
     return response
+
+
+def _http_error_body(request: web.Request, exc: web.HTTPException) -> dict[str, Any]:
+    """Routing errors name what was wrong (path or method) and what would have worked."""
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(m for m in exc.allowed_methods if m != "HEAD"))
+        return {
+            "error": f"method {request.method} is not allowed on {request.path}; use {allowed}",
+            "field": "method",
+        }
+    if isinstance(exc, web.HTTPNotFound):
+        return {
+            "error": f"no endpoint at {request.path!r}; endpoints: {', '.join(_endpoints(request.app))}",
+            "field": "path",
+        }
+    return {"error": exc.reason}
+
+
+def _endpoints(app: web.Application) -> list[str]:
+    return sorted(
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.resource is not None and route.method != "HEAD"
+    )
 
 
 def _safe_headers(exc: web.HTTPException) -> dict[str, str]:
@@ -94,6 +125,22 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             raise RequestError(
                 401,
                 "missing or wrong bearer token",
+                field="Authorization",
                 headers={"WWW-Authenticate": "Bearer"},
             )
+    return await handler(request)
+
+
+@web.middleware
+async def query_middleware(
+    request: web.Request, handler: Handler
+) -> web.StreamResponse:
+    """No endpoint takes query parameters, so one given is a caller's mistake, not ignored."""
+    if request.query:
+        name = next(iter(request.query))
+        raise RequestError(
+            400,
+            f"unknown query parameter {name!r}: {request.method} {request.path} takes no query parameters",
+            field=name,
+        )
     return await handler(request)

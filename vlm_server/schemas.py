@@ -1,8 +1,9 @@
 """HTTP request bodies (pydantic, ``extra="forbid"``) and their conversion to backend items.
 
 A body is one item object or ``{"items": [...]}``. Validation context keys:
-``max_side`` (largest image side, px) and ``image_hw`` (the backend's required ``(H, W)`` or
-None). Errors carry the location of the bad field, e.g. ``items[3].image.shape``.
+``max_side`` (largest image side, px), ``image_hw`` (the backend's required ``(H, W)`` or
+None) and ``budget`` (the request's ``DecodeBudget``, or None). Errors carry the location of
+the bad field, e.g. ``items[3].image.shape``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from vlm_server.actions import RoadOption
 from vlm_server.backends.base import AdviseItem, ClipItem
 from vlm_server.images import decode_png, decode_raw
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-UnitFloat = Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
+# strict: a JSON number only (true or "1.5" is a caller's bug, not a speed)
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+UnitFloat = Annotated[float, Field(strict=True, ge=-1.0, le=1.0, allow_inf_nan=False)]
 ItemId = Annotated[str, Field(min_length=1, max_length=256)]
 COMMAND_VALUES = tuple(int(option) for option in RoadOption)
 
@@ -46,18 +48,19 @@ class ImagePayload(BaseModel):
     def _decode(self, info: ValidationInfo) -> ImagePayload:
         context = info.context or {}
         max_side = int(context.get("max_side", 1024))
+        budget = context.get("budget")
         if self.format == "raw":
             if self.shape is None or self.dtype is None:
                 raise ValueError(
                     "raw images need 'shape' [H, W, 3] and 'dtype' 'uint8'"
                 )
-            self._array = decode_raw(self.data, self.shape, max_side)
+            self._array = decode_raw(self.data, self.shape, max_side, budget)
         else:
             if self.shape is not None or self.dtype is not None:
                 raise ValueError(
                     "png images carry no 'shape'/'dtype' (the PNG header has them)"
                 )
-            self._array = decode_png(self.data, max_side)
+            self._array = decode_png(self.data, max_side, budget)
         expected_hw = context.get("image_hw")
         if expected_hw is not None and tuple(self._array.shape[:2]) != tuple(
             expected_hw
@@ -134,3 +137,10 @@ def error_location(loc: tuple[Any, ...], root: str = "body") -> str:
             else (f".{part}" if text else str(part))
         )
     return text or root
+
+
+def error_message(error: Any) -> str:
+    """A pydantic error's message without pydantic's ``"Value error, "`` prefix."""
+    if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return str(error["msg"])

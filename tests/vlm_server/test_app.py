@@ -158,13 +158,45 @@ async def test_token_is_required_when_configured_but_probes_stay_open(
     client = await ready_client(
         aiohttp_client, create_app(server_config(token="s3cret-token"))
     )
-    assert (await client.post("/v1/advise", json=item(0))).status == 401
+    missing = await client.post("/v1/advise", json=item(0))
+    assert missing.status == 401 and (await missing.json())["field"] == "Authorization"
     wrong = {"Authorization": "Bearer nope-nope"}
     assert (await client.post("/v1/advise", json=item(0), headers=wrong)).status == 401
     right = {"Authorization": "Bearer s3cret-token"}
     assert (await client.post("/v1/advise", json=item(0), headers=right)).status == 200
     assert (await client.get("/metrics")).status == 401
     assert (await client.get("/healthz")).status == 200
+
+
+class _BrokenAdvisor:
+    def load(self) -> None:
+        raise RuntimeError("weights /models/x.pt not found")
+
+    def advise_batch(self, items: list) -> list:
+        return []
+
+
+async def test_readyz_tells_loading_from_a_failed_load(aiohttp_client, server_config):
+    loading = await aiohttp_client(
+        create_app(server_config(options={"base_ms": 0, "load_delay_s": 0.3}))
+    )
+    reply = await (await loading.get("/readyz")).json()
+    assert reply == {"status": "loading", "backends": {"advisor": "loading"}}
+
+    failed = await aiohttp_client(
+        create_app(server_config(), advisor_backend=_BrokenAdvisor())
+    )
+    for _ in range(100):
+        response = await failed.get("/readyz")
+        if (await response.json())["status"] != "loading":
+            break
+        await asyncio.sleep(0.01)
+    reply = await response.json()
+    assert response.status == 503 and reply["status"] == "failed"
+    assert "weights /models/x.pt not found" in reply["backends"]["advisor"]
+    refused = await failed.post("/v1/advise", json=item(0))
+    assert refused.status == 503 and "failed to load" in (await refused.json())["error"]
+    assert "Retry-After" not in refused.headers  # retrying cannot help
 
 
 def test_non_loopback_host_without_token_is_refused(server_config):

@@ -83,6 +83,17 @@ async def post_raw(
         ("[1, 2, 3]", "body"),
         ('"hello"', "body"),
         (b"\xff\xfe\x00garbage", "body"),
+        ('{"id": "a", "command": 4, "speed_mps": true}', "speed_mps"),
+        ('{"id": "a", "command": 4, "speed_mps": "1.5"}', "speed_mps"),
+        pytest.param(
+            '{"id": "a", "command": 4, "speed_mps": 1.0, "state": '
+            + "[" * 20_000
+            + "]" * 20_000
+            + "}",
+            "body",
+            id="nested-20000-deep",
+        ),
+        (json.dumps({"items": [GOOD, {**GOOD, "id": "b"}, GOOD]}), "items[2].id"),
     ],
 )
 async def test_bad_json_is_400_naming_the_field(client, body, field):
@@ -128,7 +139,16 @@ async def test_image_of_the_wrong_size_for_the_backend_is_400(client):
 
 
 @pytest.mark.parametrize(
-    "action", [[0.1], [0.1, 0.2, 0.3], [1.5, 0.0], [0.0, -1.01], ["a", 0.0]]
+    "action",
+    [
+        [0.1],
+        [0.1, 0.2, 0.3],
+        [1.5, 0.0],
+        [0.0, -1.01],
+        ["a", 0.0],
+        [True, 0.0],
+        ["0.5", 0.0],
+    ],
 )
 async def test_bad_clip_actions_are_400(client, action):
     body = {**GOOD, "image": encode_image(rgb()), "action": action}
@@ -225,3 +245,132 @@ async def test_bad_deadline_header_is_400(client):
         "/v1/advise", json=GOOD, headers={"X-Deadline-Ms": "soon"}
     )
     assert response.status == 400
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "data", "status", "field"),
+    [
+        (
+            "POST",
+            "/v1/advise",
+            {"Content-Type": "text/plain"},
+            json.dumps(GOOD),
+            415,
+            "Content-Type",
+        ),
+        (
+            "POST",
+            "/v1/advise",
+            {},
+            json.dumps({**GOOD, "state": {"pad": "x" * 100_000}}),
+            413,
+            "body",
+        ),
+        (
+            "POST",
+            "/v1/advise",
+            {"X-Deadline-Ms": "soon"},
+            json.dumps(GOOD),
+            400,
+            "X-Deadline-Ms",
+        ),
+        (
+            "POST",
+            "/v1/advise",
+            {"Content-Encoding": "gzip"},
+            b"not gzip at all",
+            400,
+            "Content-Encoding",
+        ),
+        ("POST", "/v1/advise?batch=1", {}, json.dumps(GOOD), 400, "batch"),
+        ("GET", "/healthz?verbose=1", {}, None, 400, "verbose"),
+        ("PUT", "/v1/advise", {}, json.dumps(GOOD), 405, "method"),
+        ("POST", "/v2/nothing", {}, json.dumps(GOOD), 404, "path"),
+    ],
+    ids=[
+        "content-type",
+        "body-too-big",
+        "deadline-header",
+        "corrupt-gzip",
+        "query-on-advise",
+        "query-on-healthz",
+        "wrong-method",
+        "unknown-path",
+    ],
+)
+async def test_transport_errors_name_the_header_or_parameter(
+    client, method, path, headers, data, status, field
+):
+    headers = {"Content-Type": "application/json", **headers}
+    response = await client.request(method, path, data=data, headers=headers)
+    assert response.status == status
+    reply = await response.json()
+    assert reply["field"] == field, reply
+    assert "Traceback" not in reply["error"]
+
+
+async def test_routing_errors_say_what_would_work(client):
+    reply = await (await client.get("/v2/nothing")).json()
+    assert "POST /v1/advise" in reply["error"] and "GET /readyz" in reply["error"]
+    response = await client.put("/v1/advise", json=GOOD)
+    assert "use POST" in (await response.json())["error"]
+    assert response.headers["Allow"] == "POST"
+
+
+async def test_unreadable_body_closes_the_connection_cleanly(client):
+    """A corrupt gzip body leaves the connection unusable: say so, so the next request works."""
+    for _ in range(3):
+        response = await client.post(
+            "/v1/advise",
+            data=b"not gzip",
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+        assert response.status == 400
+        assert response.headers.get("Connection", "").lower() == "close"
+        assert (await client.post("/v1/advise", json=GOOD)).status == 200
+
+
+async def test_image_decoding_is_capped_per_request(aiohttp_client, server_config):
+    """Flat PNGs inflate ~1000x: 4 KB of body must not become gigabytes of pixels."""
+    config = server_config(
+        max_image_side=512, max_decoded_image_bytes=2 * 512 * 512 * 3
+    )
+    client = await aiohttp_client(create_app(config))
+    while (await client.get("/readyz")).status != 200:
+        await asyncio.sleep(0.01)
+    flat = {"format": "png", "data": png_b64(np.zeros((512, 512, 3), np.uint8))}
+    items = [{**GOOD, "id": str(i), "image": flat} for i in range(3)]
+    response = await client.post("/v1/advise", json={"items": items})
+    assert response.status == 400
+    reply = await response.json()
+    assert (
+        reply["field"] == "items[2].image"
+        and "max_decoded_image_bytes" in reply["error"]
+    )
+    response = await client.post("/v1/advise", json={"items": items[:2]})
+    assert response.status == 200
+
+
+async def test_big_bodies_are_parsed_off_the_event_loop(aiohttp_client, server_config):
+    """Decoding 64 flat 1024 px PNGs takes most of a second; the loop must keep ticking."""
+    config = server_config(max_image_side=1024, max_items_per_request=64)
+    client = await aiohttp_client(create_app(config))
+    while (await client.get("/readyz")).status != 200:
+        await asyncio.sleep(0.01)
+    flat = {"format": "png", "data": png_b64(np.zeros((1024, 1024, 3), np.uint8))}
+    body = {"items": [{**GOOD, "id": str(i), "image": flat} for i in range(64)]}
+    loop = asyncio.get_running_loop()
+    gaps_s: list[float] = []
+
+    async def tick() -> None:
+        last_s = loop.time()
+        while True:
+            await asyncio.sleep(0.005)
+            gaps_s.append(loop.time() - last_s)
+            last_s = loop.time()
+
+    ticker = asyncio.ensure_future(tick())
+    response = await client.post("/v1/advise", json=body)
+    ticker.cancel()
+    assert response.status == 200
+    assert max(gaps_s) < 0.25, f"event loop blocked for {max(gaps_s):.2f} s"

@@ -1,8 +1,20 @@
 import argparse
+import re
+import socket
 
 import pytest
 
 from vlm_server.cli import add_arguments, config_from_args, parse_options
+
+
+@pytest.fixture
+def no_serving(monkeypatch):
+    """A mistake that slips through must fail the test, not start a server that never stops."""
+
+    def refuse(app, **kwargs):
+        raise AssertionError(f"the server would have started on {kwargs}")
+
+    monkeypatch.setattr("aiohttp.web.run_app", refuse)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -78,6 +90,12 @@ def test_config_file_is_merged_with_flags_and_token_comes_from_the_environment(
             "advisor.batching.max_batch_size",
         ),
         (["--config", "/nonexistent/server.yaml"], "does not exist"),
+        (
+            ["--advisor", "fixed-cost", "--max-body-mb", "0"],
+            r"max_body_bytes \(--max-body-mb\)",
+        ),
+        (["--advisor", "fixed-cost", "--port", "70000"], r"port \(--port\)"),
+        (["--advisor", "fixed-cost", "--max-wait-ms", "-1"], r"\(--max-wait-ms\)"),
     ],
 )
 def test_mistakes_name_the_field(argv, message):
@@ -112,3 +130,92 @@ def test_unknown_backend_path_is_a_clear_error(server_config):
         create_app(server_config(advisor=BackendConfig(spec="no_such_module:Thing")))
     with pytest.raises(ValueError, match="'module:Class'"):
         create_app(server_config(advisor=BackendConfig(spec="just-a-name")))
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--max-body-mb", "inf"], "--max-body-mb"),
+        (["--max-body-mb", "nan"], "--max-body-mb"),
+        (["--request-timeout-ms", "inf"], "--request-timeout-ms"),
+        (["--max-wait-ms", "nan"], "--max-wait-ms"),
+        (["--log-level", "LOUD"], "--log-level"),
+    ],
+)
+def test_bad_flag_values_exit_2_naming_the_flag(argv, flag, capsys, no_serving):
+    from vlm_server.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--advisor", "fixed-cost", *argv])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("port: [\n", r"server\.yaml: line 2, column 1: not valid YAML"),
+        (b"\xff\xfe", r"server\.yaml: not UTF-8"),
+        (
+            "advisor: fixed-cost\n",
+            r"server\.yaml: advisor: Input should be a valid dictionary",
+        ),
+        (
+            "advisor: {spec: fixed-cost, options: 5}\n",
+            r"advisor\.options: Input should be a valid dictionary",
+        ),
+        (
+            "advisor: {spec: fixed-cost}\nrequest_timeout_ms: .inf\n",
+            "request_timeout_ms: Input should be a finite number",
+        ),
+        (
+            "advisor: {spec: fixed-cost}\nhost: 0.0.0.0\n",
+            r"server\.yaml: host='0\.0\.0\.0' is not a loopback",
+        ),
+    ],
+)
+def test_bad_config_files_exit_2_naming_the_file_and_field(
+    tmp_path, monkeypatch, capsys, no_serving, text, message
+):
+    from vlm_server.__main__ import main
+
+    monkeypatch.delenv("VLM_SERVER_TOKEN", raising=False)
+    path = tmp_path / "server.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    # flags merged into a malformed section must not crash the merge
+    assert (
+        main(
+            ["--config", str(path), "--advisor-option", "a=1", "--max-batch-size", "2"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert "Traceback" not in err and "Value error" not in err
+
+
+def test_config_that_is_a_directory_is_named(tmp_path):
+    with pytest.raises(ValueError, match="is not a file"):
+        config_from_args(parse(["--config", str(tmp_path)]))
+
+
+def test_backend_option_rejected_by_the_constructor_names_the_backend(
+    capsys, no_serving
+):
+    from vlm_server.__main__ import main
+
+    assert main(["--advisor", "fixed-cost", "--advisor-option", "base_ms=-1"]) == 2
+    assert "backend 'fixed-cost': bad options ['base_ms']" in capsys.readouterr().err
+
+
+def test_port_in_use_exits_2_naming_the_port(capsys):
+    from vlm_server.__main__ import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["--advisor", "fixed-cost", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--host/--port: cannot listen on 127.0.0.1:{port}" in err

@@ -3,8 +3,8 @@ import torch
 
 pytest.importorskip("transformers")  # optional extra: found-rl[hf]
 
-from vlm_server.backends.base import AdviseItem  # noqa: E402
-from vlm_server.backends.hf_vlm import HuggingFaceAdvisor  # noqa: E402
+from vlm_server.backends.base import AdviseItem
+from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
 
 
 def items(rgb) -> list[AdviseItem]:

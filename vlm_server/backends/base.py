@@ -134,7 +134,8 @@ def load_backend(spec: str, options: dict[str, Any] | None = None) -> Any:
         )
     try:
         return cls(**(options or {}))
-    except TypeError as exc:
+    # TypeError: unknown option; ValueError: the constructor's own check of a value
+    except (TypeError, ValueError) as exc:
         raise ValueError(
             f"backend {spec!r}: bad options {sorted(options or {})}: {exc}"
         ) from exc
