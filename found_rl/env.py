@@ -34,7 +34,7 @@ from found_rl.infractions import (
 from found_rl.rewards import Hazards, Reward, StepContext, get_reward, reward_hazards
 from found_rl.route_progress import RouteProgress, RouteTracker
 from found_rl.scenario import Scenario, load_scenario
-from found_rl.sim.snapshot import MapGeometry, WorldSnapshot, route_command
+from found_rl.sim.snapshot import STEP_S, MapGeometry, WorldSnapshot, route_command
 from found_rl.state_vector import STATE_SIZE, state_vector
 
 LIGHT_HORIZON_M = 18.0
@@ -92,6 +92,8 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             (no rendering: for benchmarks and state-based agents).
         render_mode: ``None`` or ``"rgb_array"`` (the 192 × 192 RGB BEV).
         max_steps: truncate episodes after this many steps; default: ``episode.max_steps``.
+            With ``episode.route_timeout`` set, an episode is also truncated at its route's
+            leaderboard time limit, whichever comes first (``step_limit``).
         backend: an already-built backend (tests, custom worlds); default: the scenario's.
         bev_config: renderer settings (Roach's by default).
         infraction_config: infraction thresholds; the blocked time comes from the scenario
@@ -148,6 +150,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._tracker: RouteTracker | None = None
         self._episode = -1
         self._steps = 0
+        self._step_limit = self.max_steps
         self._infractions: list[Infraction] = []
         self._is_done = True
         self._rendered_step = -1
@@ -203,6 +206,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         # A seeded reset starts a fresh sequence, so step ids repeat with the rollout.
         self._episode = 0 if seed is not None else self._episode + 1
         self._steps = 0
+        self._step_limit = self._route_step_limit(snapshot.route.length_m)
         self._infractions = []
         self._is_done = False
         observation, _ = self._observe(snapshot, self._tracker.progress)
@@ -229,7 +233,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         infractions = list(report.infractions)
         is_completed = report.route_completed and self.terminate_on_route_completion
         terminated = is_completed or any(i.kind in TERMINAL_KINDS for i in infractions)
-        truncated = not terminated and self._steps >= self.max_steps
+        truncated = not terminated and self._steps >= self._step_limit
         if truncated and not report.route_completed:
             timeout = self._infraction(snapshot, InfractionKind.ROUTE_TIMEOUT, f"no arrival in {self._steps} steps")
             infractions.append(timeout)
@@ -242,6 +246,17 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._is_done = True
             info["episode"] = self._summary(snapshot, progress, report, terminated, info)
         return observation, float(reward.total), terminated, truncated, info
+
+    @property
+    def step_limit(self) -> int:
+        """Steps this episode may take: ``max_steps``, or less under ``episode.route_timeout``."""
+        return self._step_limit
+
+    def _route_step_limit(self, route_length_m: float) -> int:
+        timeout = self.scenario.episode.route_timeout
+        if timeout is None:
+            return self.max_steps
+        return min(self.max_steps, timeout.steps(route_length_m, STEP_S))
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The RGB BEV of the last snapshot (``render_mode="rgb_array"``), else ``None``."""

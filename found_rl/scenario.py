@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -207,11 +208,30 @@ class TrafficConfig(_Strict):
     )
 
 
+class RouteTimeoutConfig(_Strict):
+    """The CARLA leaderboard's time limit for a route: ``s_per_m`` × route length + ``initial_s``.
+
+    The leaderboard gives 0.8 s per route metre plus 5 s; a fixed step limit instead either
+    times out long routes with many red lights or lets short ones idle.
+    """
+
+    s_per_m: float = Field(0.8, gt=0, description="seconds allowed per metre of route")
+    initial_s: float = Field(5.0, ge=0, description="seconds added to every route")
+
+    def steps(self, route_length_m: float, step_s: float) -> int:
+        """The limit in steps of ``step_s`` for a route of ``route_length_m``."""
+        return max(1, math.ceil((self.s_per_m * route_length_m + self.initial_s) / step_s - 1e-9))
+
+
 class EpisodeConfig(_Strict):
     """When an episode stops (ARCHITECTURE §5)."""
 
     max_steps: int = Field(
         1000, ge=1, description="truncate after this many 0.1 s steps"
+    )
+    route_timeout: RouteTimeoutConfig | None = Field(
+        None,
+        description="also truncate at the leaderboard's route time limit (whichever of the two comes first)",
     )
     blocked_s: float = Field(
         90.0, gt=0, description="terminate when slower than 0.1 m/s this long"

@@ -15,6 +15,7 @@ import numpy as np
 
 from found_rl.actions import Controls, RoadOption
 from found_rl.sim.snapshot import (
+    STEP_S,
     ActorBoxes,
     EgoState,
     Lane,
@@ -31,7 +32,6 @@ LANE_WIDTH_M = 3.5
 EAST_LANE_Y = 1.75
 ROAD_MARGIN_M = 20.0
 EGO_HALF_EXTENT = np.array([2.4, 1.0])
-STEP_S = 0.1
 
 
 def straight_road(length_m: float = 200.0) -> MapGeometry:

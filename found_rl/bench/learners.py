@@ -284,8 +284,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from found_rl.tables import print_table
 
     table = Table(title=f"learner parity ({len(seeds)} seed(s){', quick' if args.quick else ''})")
     for column in ("benchmark", "env steps", "mean return", "std", "per seed", "target", "met", "wall s / run"):
@@ -305,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
             "yes" if report[f"{key}_target_met"] else "no",
             ", ".join(str(w) for w in summary["wall_s"]),
         )
-    Console().print(table)
+    print_table(table)
     return 0
 
 

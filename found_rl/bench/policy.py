@@ -120,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from found_rl.tables import print_table
 
     eager = results["eager no_grad"]
     table = Table(
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         "",
         "",
     )
-    Console().print(table)
+    print_table(table)
     return 0
 
 

@@ -328,8 +328,9 @@ def _reset_cell(report: dict[str, Any], key: str) -> str:
 
 
 def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from found_rl.tables import fitting_console
 
     reference = report.get("steps_per_s_bev_50")
     # The title is its own soft-wrapped line: as a table title it would wrap at the table's width
@@ -363,10 +364,7 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
         )
     if report["steps_per_s_metadrive_topdown"] is not None:
         table.add_row("metadrive top-down", "-", f"{report['steps_per_s_metadrive_topdown']:,.0f}", *[""] * 8)
-    console = Console()
-    needed = console.measure(table, options=console.options.update_width(1000)).maximum
-    if console.width < needed:  # a narrower table truncates its headers and cells
-        console = Console(width=needed)
+    console = fitting_console(table)
     console.print(title, soft_wrap=True)
     console.print(table)
     config = report["reset_config"]

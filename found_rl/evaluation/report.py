@@ -7,6 +7,7 @@ from rich.table import Table
 
 from found_rl.evaluation.results import ResultsFile
 from found_rl.events import InfractionKind
+from found_rl.tables import print_table
 
 _RATE_COLUMNS = (
     ("ped/km", InfractionKind.COLLISION_PEDESTRIAN),
@@ -19,7 +20,6 @@ _RATE_COLUMNS = (
 
 def print_summary(results: ResultsFile, console: Console | None = None) -> None:
     """One row per record and a mean row: DS, RC, IP in %, status and infraction counts."""
-    console = console or Console()
     table = Table(title=f"{results.path}  ({len(results.records)}/{results.total} episodes)")
     for name in ("route", "status", "DS %", "RC %", "IP %", "infractions", "time s"):
         table.add_column(name, justify="right" if name.endswith(("%", "s")) else "left")
@@ -46,4 +46,4 @@ def print_summary(results: ResultsFile, console: Console | None = None) -> None:
         ", ".join(f"{name} {totals.infractions_per_km[kind]:.2f}" for name, kind in _RATE_COLUMNS),
         "",
     )
-    console.print(table)
+    print_table(table, console)

@@ -20,6 +20,9 @@ import numpy as np
 
 from found_rl.actions import RoadOption
 
+STEP_S = 0.1
+"""Seconds per snapshot: every backend steps synchronously at 10 Hz."""
+
 
 class LightState(IntEnum):
     """Traffic-light state; values match the state vector's light code (ARCHITECTURE §4)."""

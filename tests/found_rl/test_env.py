@@ -10,7 +10,7 @@ from gymnasium.utils.env_checker import check_env
 import found_rl
 from found_rl.env import DrivingEnv
 from found_rl.events import EpisodeStatus, EpisodeSummary, InfractionKind
-from found_rl.scenario import parse_scenario
+from found_rl.scenario import Scenario, parse_scenario
 from found_rl.testing import ScriptedBackend
 
 SCENARIO = parse_scenario(
@@ -194,6 +194,38 @@ def test_time_limit_truncates_with_a_route_timeout():
     assert truncated and not terminated
     assert info["episode"].status is EpisodeStatus.FAILED_TIMEOUT
     assert [i.kind for i in info["infractions"]] == [InfractionKind.ROUTE_TIMEOUT]
+
+
+def with_route_timeout(s_per_m: float, initial_s: float) -> Scenario:
+    timeout = {"route_timeout": {"s_per_m": s_per_m, "initial_s": initial_s}}
+    return parse_scenario({**SCENARIO.model_dump(exclude={"episode"}), "episode": {"max_steps": 400, **timeout}})
+
+
+@pytest.mark.parametrize(("route_index", "length_m"), [(0, 100.0), (1, 120.0)])
+def test_route_timeout_scales_the_step_limit_with_the_route(route_index, length_m):
+    # ScriptedBackend's route i is 100 + 20 i metres: 0.1 s/m and 0.5 s give 10.5 or 12.5 s.
+    env = DrivingEnv(with_route_timeout(0.1, 0.5), backend=ScriptedBackend(), observation="state")
+    env.reset(seed=0, options={"route_index": route_index})
+    expected = round((0.1 * length_m + 0.5) * 10)
+    assert env.step_limit == expected
+    for step in range(1, expected + 1):
+        _, _, terminated, truncated, info = env.step(np.zeros(2, np.float32))
+        assert truncated == (step == expected) and not terminated
+    assert info["episode"].status is EpisodeStatus.FAILED_TIMEOUT
+    assert [i.kind for i in info["infractions"]] == [InfractionKind.ROUTE_TIMEOUT]
+
+
+def test_max_steps_caps_a_longer_route_timeout():
+    # The leaderboard's 0.8 s/m + 5 s gives 850 steps for 100 m; max_steps 400 comes first.
+    env = DrivingEnv(with_route_timeout(0.8, 5.0), backend=ScriptedBackend(), observation="state")
+    env.reset(seed=0, options={"route_index": 0})
+    assert env.step_limit == 400
+
+
+def test_without_route_timeout_the_limit_is_max_steps():
+    env = make_env(observation="state")
+    env.reset(seed=0, options={"route_index": 1})
+    assert SCENARIO.episode.route_timeout is None and env.step_limit == 400
 
 
 def test_carl_reward_sums_to_route_completion():

@@ -75,6 +75,11 @@ def test_relative_route_file_resolves_against_the_scenario_folder(tmp_path):
         ("routes: {random_length_m: 100}\n", "s.yaml: map: required field is missing"),
         (VALID.replace("random_length_m: 200", "{}"), "routes"),
         (VALID + "source_path: /x\n", "source_path: unknown field"),
+        (
+            VALID + "episode: {route_timeout: {s_per_m: 0}}\n",
+            "episode.route_timeout.s_per_m: input should be greater than 0, got 0",
+        ),
+        (VALID + "episode: {route_timeout: {seconds: 9}}\n", "episode.route_timeout.seconds: unknown field"),
     ],
 )
 def test_bad_fields_name_file_and_field(tmp_path, text, expected):

@@ -38,6 +38,7 @@ from found_rl.routes import RoutePlanner, parse_routes
 from found_rl.scenario import Scenario
 from found_rl.sim import vehicle_dynamics
 from found_rl.sim.snapshot import (
+    STEP_S,
     EgoState,
     MapGeometry,
     Route,
@@ -56,7 +57,6 @@ from found_rl.sim.sumo.traffic import (
 )
 from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
 
-STEP_S = 0.1
 EGO_ID = "ego"
 NUM_WARM_STATES = 4
 WARM_STATE_SPACING_S = 15.0
