@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from found_rl.atomic import replaced_atomically
 from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_file
+
+if TYPE_CHECKING:
+    from found_rl.scenario import Scenario
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +87,17 @@ def _world(path: Path, *, map_only: bool = False):
     return scenario, net_path, net, planner
 
 
+def _episode_limit(scenario: Scenario) -> str:
+    from found_rl.sim.snapshot import STEP_S
+
+    episode = scenario.episode
+    limit = f"at most {episode.max_steps} steps ({episode.max_steps * STEP_S:g} s)"
+    if episode.route_timeout is None:
+        return limit
+    timeout = episode.route_timeout
+    return f"{timeout.s_per_m:g} s per route metre + {timeout.initial_s:g} s (leaderboard), {limit}"
+
+
 def _plan_routes(scenario, planner):
     from found_rl.routes import parse_routes
 
@@ -139,6 +154,7 @@ def run_show(args: argparse.Namespace) -> int:
         f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, "
         f"walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
     )
+    print(f"episode    {_episode_limit(scenario)}, blocked after {scenario.episode.blocked_s:g} s")
     routes = _plan_routes(scenario, planner)
     if not routes:
         print(f"routes     random, {scenario.routes.random_length_m:.0f} m each")

@@ -64,6 +64,7 @@ def test_generated_routes_check_show_and_off_network_waypoints(tmp_path, capsys)
     assert cli.main(["scenario", "show", str(scenario)]) == 0
     shown = capsys.readouterr().out
     assert "routes     3 from" in shown and "lights     4 signalised junctions" in shown
+    assert "episode    at most 1000 steps (100 s), blocked after 90 s" in shown
 
     text = out.read_text()
     first_x = text.split('x="', 1)[1].split('"', 1)[0]
@@ -78,3 +79,17 @@ def test_route_file_without_routes_is_an_error(tmp_path, capsys):
     (tmp_path / "routes.xml").write_text("<routes></routes>")
     assert cli.main(["scenario", "check", str(scenario)]) == 2
     assert "no <route> elements found" in capsys.readouterr().err
+
+
+def test_show_states_the_leaderboard_time_limit():
+    from found_rl.cli.scenario import _episode_limit
+    from found_rl.scenario import parse_scenario
+
+    scenario = parse_scenario(
+        {
+            "map": {"generate": {"type": "grid"}},
+            "routes": {"random_length_m": 100},
+            "episode": {"max_steps": 6000, "route_timeout": {"s_per_m": 0.8, "initial_s": 5}},
+        }
+    )
+    assert _episode_limit(scenario) == "0.8 s per route metre + 5 s (leaderboard), at most 6000 steps (600 s)"
