@@ -77,6 +77,13 @@ class _GeneratedBase(_Strict):
     sidewalks: bool = Field(
         True, description="sidewalks on every road, crossings at junctions"
     )
+    junction_radius_m: float = Field(
+        4.0,
+        ge=1,
+        le=30,
+        description="corner radius of junctions (netgenerate's default 4 m makes tight turns; "
+        "urban corners are 6-10 m)",
+    )
 
 
 class GridNetwork(_GeneratedBase):

@@ -44,6 +44,7 @@ def netgenerate_args(spec: GridNetwork | SpiderNetwork | RandomNetwork) -> list[
         f"--default.junctions.type={'traffic_light' if spec.traffic_lights else 'priority'}",
         "--no-turnarounds=true",
         "--junctions.corner-detail=5",
+        f"--default.junctions.radius={spec.junction_radius_m}",
     ]
     if spec.sidewalks:
         args += [

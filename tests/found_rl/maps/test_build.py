@@ -121,3 +121,12 @@ def test_opendrive_file_is_compiled_with_netconvert(tmp_path):
         lane.allows("passenger") for edge in net.getEdges() for lane in edge.getLanes()
     )
     assert build_network(map_config(tmp_path, file="town.xodr")) == compiled
+
+
+def test_junction_radius_widens_the_corners():
+    def internal_length_m(**extra) -> float:
+        net = read_network(build_network(map_config(generate={**GRID, **extra})))
+        return sum(lane.getLength() for edge in net.getEdges(withInternal=True) if edge.getFunction() == "internal"
+                   for lane in edge.getLanes())
+
+    assert internal_length_m(junction_radius_m=10) > 1.2 * internal_length_m()
