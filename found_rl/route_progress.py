@@ -48,7 +48,8 @@ class RouteProgress(NamedTuple):
         index: route waypoint at the start of the segment the ego projects onto; never
             decreases during an episode.
         progress_m: furthest arc length reached along the route, metres.
-        completion: ``progress_m / route.length_m`` in ``[0, 1]`` (leaderboard RC).
+        completion: ``progress_m`` over the length of the route's polyline, in ``[0, 1]``
+            (leaderboard RC; the polyline, not ``route.length_m``, so the end is reachable).
         completion_delta: increase of ``completion`` in this step (>= 0).
         lateral_m: unsigned distance from the ego centre to the line through the nearest
             route segment (Roach's lateral distance), metres.

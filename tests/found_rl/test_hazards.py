@@ -341,3 +341,60 @@ def test_first_crossing_bisect_matches_searchsorted():
         if first < len(found.arclength_m) and not found.arclength_m[first] > s_front + horizon_m:
             expected = (int(found.line_index[first]), float(found.arclength_m[first]) - s_front)
         assert crossings.first_crossing(snapshot, signs, index, horizon_m) == expected
+
+
+# --- the default reaches, pinned at their edges (each case half a metre inside or outside) ---
+
+
+@pytest.mark.parametrize(
+    ("lateral_m", "leads"),
+    [
+        (1.9, True),  # near side 0.9 m off the route: inside the ego-wide 1.0 m corridor
+        (2.1, False),  # near side 1.1 m off: outside (a corridor as wide as the ego's length would take it)
+        (-1.9, True),  # the corridor is symmetric
+        (-2.1, False),
+    ],
+)
+def test_leader_corridor_is_as_wide_as_the_ego(lateral_m, leads):
+    found = hazards.leading_vehicle(scene(vehicles=actors([(15.0, lateral_m)])), START)
+    assert (found is not None) == leads
+
+
+@pytest.mark.parametrize(
+    ("lateral_m", "in_path"),
+    [(2.7, True), (2.8, False), (-2.7, True), (-2.8, False)],  # near side 2.45 m vs 2.55 m off the route
+)
+def test_walker_corridor_default_half_width_is_2_5_m(lateral_m, in_path):
+    walkers = actors([(8.0, lateral_m)], half_extent=(0.25, 0.25))
+    assert bool(hazards.walkers_in_path(scene(walkers=walkers), START)) == in_path
+
+
+@pytest.mark.parametrize("gap_m, found", [(39.5, True), (40.5, False)])
+def test_leader_horizon_is_40_m_from_the_bumper(gap_m, found):
+    x = EGO_HALF_LENGTH + gap_m + 2.3  # the car's rear bumper gap_m ahead of the ego's front one
+    leader = hazards.leading_vehicle(scene(vehicles=actors([(x, 0.0)])), START)
+    assert (leader is not None) == found
+    if found:
+        assert leader.distance_m == pytest.approx(gap_m, abs=1e-6)
+
+
+@pytest.mark.parametrize("gap_m, found", [(19.5, True), (20.5, False)])
+def test_walker_horizon_is_20_m_from_the_bumper(gap_m, found):
+    walkers = actors([(EGO_HALF_LENGTH + gap_m + 0.25, 0.0)], half_extent=(0.25, 0.25))
+    assert bool(hazards.walkers_in_path(scene(walkers=walkers), START)) == found
+
+
+@pytest.mark.parametrize("gap_m, found", [(49.5, True), (50.5, False)])
+def test_light_horizon_is_50_m_from_the_bumper(gap_m, found):
+    x = EGO_HALF_LENGTH + gap_m
+    light = hazards.affecting_light(scene(lights=lines([((x, -1.75), (x, 1.75))], [LightState.RED])), START)
+    assert (light is not None) == found
+    if found:
+        assert light.distance_m == pytest.approx(gap_m)
+
+
+@pytest.mark.parametrize("gap_m, found", [(19.5, True), (20.5, False)])
+def test_stop_sign_horizon_is_20_m_from_the_bumper(gap_m, found):
+    x = EGO_HALF_LENGTH + gap_m
+    sign = hazards.affecting_stop_sign(scene(signs=lines([((x, -1.75), (x, 1.75))], [LightState.RED])), START)
+    assert (sign is not None) == found

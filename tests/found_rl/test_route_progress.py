@@ -138,3 +138,56 @@ def test_nearest_fast_declines_when_the_route_is_out_of_reach():
     tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
     assert tracker._nearest_fast(50.0, EAST_LANE_Y + 20.0, 0, 60) is None  # far off: the reference decides
     assert tracker._nearest_fast(50.0, EAST_LANE_Y + 0.5, 40, 60) is not None
+
+
+# --- index, lateral error and the search window, on hand geometry -----------------------------
+
+
+def test_index_never_decreases_when_reversing():
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    assert tracker.update(np.array([20.5, EAST_LANE_Y]), 0.0).index == 20  # on segment 20 -> 21
+    assert tracker.update(np.array([18.5, EAST_LANE_Y]), 0.0).index == 20  # rolled back onto segment 18
+
+
+def test_lateral_is_to_the_segment_line_and_deviation_to_the_route():
+    # 2 m behind the route start and 0.5 m to the side: the line through segment 0 is 0.5 m
+    # away, the route itself (its first point) sqrt(2^2 + 0.5^2) m.
+    tracker = RouteTracker(straight_route(100.0), np.array([0.0, EAST_LANE_Y]), 0.0)
+    progress = tracker.update(np.array([-2.0, EAST_LANE_Y + 0.5]), 0.0)
+    assert progress.lateral_m == pytest.approx(0.5)
+    assert progress.deviation_m == pytest.approx(math.sqrt(4.25))
+    assert progress.progress_m == 0.0 and progress.index == 0
+
+
+def out_and_back_route() -> Route:
+    """East along y = 0 from x = 0 to 20, then west along y = 0.5 from x = 19 back to 0."""
+    out = np.stack([np.arange(0.0, 21.0), np.zeros(21)], axis=1)
+    back = np.stack([np.arange(19.0, -1.0, -1.0), np.full(20, 0.5)], axis=1)
+    xy = np.concatenate([out, back])
+    yaw = np.concatenate([np.zeros(21), np.full(20, 180.0)])
+    return Route("out-and-back", xy, yaw, np.full(len(xy), 4, np.int8), ("a",) * len(xy), 40.118)
+
+
+def test_on_the_way_back_the_outbound_leg_behind_is_not_searched():
+    # Both legs are within OVERLAP_TOLERANCE_M, and the earlier one would win if it were in the
+    # window; 14 segments past the turn it lies outside the 5 segments searched behind.
+    tracker = RouteTracker(out_and_back_route(), np.array([0.0, 0.0]), 0.0)
+    for x in np.arange(0.5, 20.01, 0.5):
+        tracker.update(np.array([x, 0.0]), 0.0)
+    for x in np.arange(19.5, 5.49, -0.5):
+        progress = tracker.update(np.array([x, 0.5]), 180.0)
+    # At x = 5.5 on the way back: segment 34 runs from (6, 0.5) to (5, 0.5).
+    assert progress.index == 34
+    assert progress.heading_error_rad == pytest.approx(0.0)
+    assert progress.lateral_m == pytest.approx(0.0)
+    assert progress.progress_m == pytest.approx(20.0 + math.hypot(1.0, 0.5) + 13.5)
+
+
+def test_completion_is_measured_on_the_waypoints_not_the_declared_length():
+    # The polyline is 100 m long; a route whose length_m says 120 m is still completed at its end.
+    base = straight_route(100.0)
+    route = Route("declared-longer", base.xy, base.yaw_deg, base.commands, base.lane_ids, 120.0)
+    tracker = RouteTracker(route, np.array([0.0, EAST_LANE_Y]), 0.0)
+    assert tracker.length_m == pytest.approx(100.0)
+    assert tracker.update(np.array([50.0, EAST_LANE_Y]), 0.0).completion == pytest.approx(0.5)
+    assert tracker.update(np.array([100.0, EAST_LANE_Y]), 0.0).completion == pytest.approx(1.0)

@@ -94,6 +94,13 @@ def test_stop_line_ahead_has_its_light_value(state, value):
     assert set(np.unique(masks[NOW_LIGHTS])) == {0, value}
 
 
+def test_stop_line_is_6_px_thick():
+    # The line 8 m ahead lies on row 112; 6 px thick, cv2 covers rows 112 -+ 3.
+    line = ((8.0, 0.0), (8.0, 3.5))
+    masks = render(snapshot(lights=stop_lines([line], [RED]))).last_masks
+    assert np.flatnonzero(masks[NOW_LIGHTS][:, EGO_COL]).tolist() == list(range(112 - 3, 112 + 4))
+
+
 def test_light_state_change_reaches_every_history_frame():
     # The stop-line layout is memoised per line geometry and states; a new state must show.
     line = ((8.0, 0.0), (8.0, 3.5))
@@ -381,3 +388,68 @@ def test_broken_marking_wins_where_it_meets_a_solid_one():
     centre_line_col = round(96 - 5 * LANE_Y)
     assert lanes[152 - 25, centre_line_col] == 120  # the crossing point
     assert lanes[152 - 40, centre_line_col] == 255  # the solid line elsewhere
+
+
+# --- widths, reaches and orderings pinned pixel by pixel -------------------------------------
+
+
+def render_at(snap, route_index: int) -> np.ndarray:
+    renderer = BevRenderer(snap.map, CONFIG)
+    renderer.render(snap, route_index=route_index)
+    return renderer.last_masks
+
+
+def test_route_is_16_px_wide():
+    # cv2 draws a 16 px line over the 17 columns 96 - 8 ... 96 + 8 (both centre-line neighbours).
+    row = render(snapshot()).last_masks[1][100]
+    assert np.flatnonzero(row).tolist() == list(range(96 - 8, 96 + 9))
+
+
+def test_route_layer_draws_80_waypoints_from_the_nearest():
+    # Waypoint 40 is at x = -60; waypoints 39 ... 119 are drawn, so the route ends at x = 19,
+    # 19 m ahead of the ego (row 152 - 95 = 57), plus the line's 8 px round cap (row 49).
+    route = render_at(snapshot(), route_index=40)[1]
+    column = np.flatnonzero(route[:, EGO_COL])
+    assert column.min() == 152 - 5 * 19 - 8
+    assert route[152 - 5 * 19, EGO_COL] == 255 and route[EGO_ROW, EGO_COL] == 255
+
+
+def test_walkers_are_inflated_by_two():
+    # Half-extents (0.6, 0.5) m become (1.2, 1.0) m (both above the 0.8 m floor): the box spans
+    # rows 122 -+ 6 and columns 96 -+ 5 (edges inclusive).
+    masks = render(snapshot(walkers=boxes([(6.0, LANE_Y)], half_extent=(0.6, 0.5)))).last_masks
+    rows, cols = np.nonzero(masks[NOW_WALKERS])
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (116, 128, 91, 101)
+
+
+def test_a_vehicle_turned_45_degrees_clockwise_points_up_and_to_the_right():
+    # Heading 45 deg (CARLA: clockwise, south-east): its front half lies up-right of its centre
+    # (row 102, column 96) in the image, its rear half down-left; the other diagonal stays empty.
+    masks = render(snapshot(vehicles=boxes([(10.0, LANE_Y)], yaw_deg=[45.0]))).last_masks
+    vehicles = masks[NOW_VEHICLES]
+    assert vehicles[95, 103] == 255 and vehicles[109, 89] == 255  # 7 px along each diagonal
+    assert vehicles[95, 89] == 0 and vehicles[109, 103] == 0
+
+
+@pytest.mark.parametrize(
+    ("states", "value"),
+    [((RED, GREEN), 255), ((GREEN, RED), 255), ((YELLOW, GREEN), 170), ((GREEN, YELLOW), 170)],
+)
+def test_where_stop_lines_cross_the_higher_value_wins(states, value):
+    # One line across the lane 8 m ahead, one along the lane centre through it: they cross at
+    # row 112, column 96; the listing order of the lights must not matter.
+    lines = [((8.0, -1.0), (8.0, 4.5)), ((5.0, LANE_Y), (11.0, LANE_Y))]
+    masks = render(snapshot(lights=stop_lines(lines, list(states)))).last_masks
+    assert masks[NOW_LIGHTS][152 - 40, 96] == value
+
+
+def test_history_frames_are_1_5_1_0_0_5_s_old_and_now():
+    # A vehicle moving 5 m/s past a standing ego for 2 s: at -1.5, -1.0, -0.5 s and now it is at
+    # x = 2.5, 5.0, 7.5 and 10.0 m, rows 152 - 5 x (hand-computed, not read from the config).
+    snaps = [
+        snapshot(vehicles=boxes([(5.0 * t, LANE_Y)], half_extent=(1.0, 1.0)), time_s=t)
+        for t in np.round(np.arange(21) * 0.1, 1)
+    ]
+    masks = render(*snaps).last_masks
+    rows = [centroid_rc(masks[channel])[0] for channel in (3, 4, 5, 6)]
+    np.testing.assert_allclose(rows, [152 - 12.5, 152 - 25.0, 152 - 37.5, 152 - 50.0], atol=1.0)
