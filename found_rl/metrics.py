@@ -107,9 +107,10 @@ def route_scores(summary: EpisodeSummary) -> RouteScores:
     """
     if not 0.0 <= summary.route_completion <= 1.0 + 1e-9:
         raise ValueError(f"route_completion must be in [0, 1], got {summary.route_completion}")
-    if summary.distance_m < 0 or summary.outside_lane_m < 0 or summary.route_length_m < 0:
+    distances = (summary.distance_m, summary.outside_lane_m, summary.route_length_m)
+    if not all(math.isfinite(d) and d >= 0 for d in distances):
         raise ValueError(
-            "distances must be >= 0, got "
+            "distances must be finite and >= 0, got "
             f"distance_m={summary.distance_m}, outside_lane_m={summary.outside_lane_m}, "
             f"route_length_m={summary.route_length_m}"
         )

@@ -312,3 +312,73 @@ def test_stop_line_grid_neighbourhoods_are_the_cells_around():
         assert near == grid.near(float(x), float(y))  # memoised
         within = np.flatnonzero(np.hypot(*(segments[:, 0] - (x, y)).T) < STOP_LINE_REACH_M)
         assert set(within.tolist()) <= set(near)
+
+
+# ------------------------------------------------------------------ audited rule boundaries
+
+
+def test_standing_exactly_at_the_blocked_speed_is_moving():
+    # "Below 0.1 m/s" counts as standing; 0.1 m/s itself does not.
+    scenes = [snapshot(i, (10.0 + 0.01 * i, Y), speed_mps=0.1) for i in range(902)]
+    reports = drive(scenes)
+    assert not any(r.infractions for r in reports)
+    assert reports[-1].standing_s == 0.0
+
+
+def test_stopping_before_the_stop_zone_does_not_count():
+    # Stop with the front 8 m before the line (zone: 5 m), then roll through without stopping.
+    sign = stop_line(50.0, LightState.RED, light_id="stop0")
+    xs = [36.0, 38.0, 39.6, 39.6, 42.0, 44.0, 46.0, 48.0]
+    scenes = [snapshot(i, (x, Y), speed_mps=0.0 if i in (2, 3) else 5.0, stop_signs=sign) for i, x in enumerate(xs)]
+    reports = drive(scenes)
+    assert [k for r in reports for k in kinds(r)] == [InfractionKind.STOP_SIGN]
+    assert kinds(reports[-1]) == [InfractionKind.STOP_SIGN]  # front 49.0 -> 50.4
+
+
+def test_stop_sign_stop_counts_once():
+    # Two visits to the same sign: the stop before the first crossing does not excuse the second.
+    sign = stop_line(50.0, LightState.RED, light_id="stop0")
+    xs = [45.0, 46.6, 46.6, 48.0, 49.0, 46.0, 46.5, 47.0, 48.0]
+    speeds = [5.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    scenes = [
+        snapshot(i, (x, Y), speed_mps=v, stop_signs=sign) for i, (x, v) in enumerate(zip(xs, speeds, strict=True))
+    ]
+    reports = drive(scenes)
+    assert [i for i, r in enumerate(reports) if r.infractions] == [7]
+    assert kinds(reports[7]) == [InfractionKind.STOP_SIGN]
+
+
+@pytest.mark.parametrize(
+    ("y", "lane_id", "outside"),
+    [
+        (Y - 2.2, "west", False),  # 2.2 m off: within the half-width 1.75 + 0.5 m margin
+        (Y - 2.3, "west", True),  # 2.3 m off, in the oncoming lane
+        (Y - 2.3, None, True),  # 2.3 m off, on no lane
+    ],
+)
+def test_outside_route_lanes_allows_the_margin(y, lane_id, outside):
+    scenes = [snapshot(0, (10.0, Y)), snapshot(1, (12.0, y), lane_id=lane_id)]
+    (report,) = drive(scenes)
+    assert report.is_outside_route_lanes is outside
+    assert report.outside_lane_m == pytest.approx(np.hypot(2.0, Y - y) if outside else 0.0)
+
+
+def test_same_direction_neighbour_lane_is_not_outside_the_route_lanes():
+    # The route's lane "east" gets a same-direction neighbour "east_left" where "west" was.
+    import dataclasses
+
+    from found_rl.testing import straight_road
+
+    road = straight_road()
+    east = dataclasses.replace(road.lanes["east"], left_neighbor="east_left")
+    left = dataclasses.replace(
+        road.lanes["east"], lane_id="east_left", centerline=road.lanes["east"].centerline - (0, 3.5)
+    )
+    two_lanes = dataclasses.replace(road, map_id="two-east-lanes", lanes={"east": east, "east_left": left})
+    lanes = ["east", "east_left", "west"]
+    scenes = [
+        snapshot(i, (10.0 + 2 * i, Y - 3.5 * (i > 0)), lane_id=lane, map_geometry=two_lanes)
+        for i, lane in enumerate(lanes)
+    ]
+    reports = drive(scenes)
+    assert [r.is_outside_route_lanes for r in reports] == [False, True]

@@ -102,3 +102,49 @@ def test_global_scores_of_nothing_is_zero_and_mismatch_raises():
 def test_out_of_range_outside_fraction_raises(bad):
     with pytest.raises(ValueError, match="outside_lane_fraction"):
         infraction_penalty([], bad)
+
+
+@pytest.mark.parametrize(
+    ("kind", "factor"),
+    [
+        (InfractionKind.COLLISION_PEDESTRIAN, 0.50),
+        (InfractionKind.COLLISION_VEHICLE, 0.60),
+        (InfractionKind.COLLISION_LAYOUT, 0.65),
+        (InfractionKind.RED_LIGHT, 0.70),
+        (InfractionKind.STOP_SIGN, 0.80),
+        # Scored through the outside-lane fraction instead (see below), never as an event.
+        (InfractionKind.OUTSIDE_ROUTE_LANES, 1.0),
+    ],
+)
+def test_each_leaderboard_factor_on_its_own(kind, factor):
+    assert infraction_penalty([Infraction(kind, 0, (0.0, 0.0))]) == factor
+
+
+def test_outside_lane_event_is_not_counted_twice():
+    # The env adds one outside_route_lanes event to the summary besides the distance; only the
+    # distance (10 m of 100 m) costs: IP 0.9, not 0.9 * some event factor.
+    scores = route_scores(summary(0.5, (InfractionKind.OUTSIDE_ROUTE_LANES,), outside_m=10.0))
+    assert scores.infraction_penalty == pytest.approx(0.9)
+    assert scores.driving_score == pytest.approx(0.45)
+
+
+def test_route_completion_is_capped_at_one():
+    # Float error may put progress a hair above the route's length on a failed route.
+    scores = route_scores(summary(1.0 + 5e-10, status=EpisodeStatus.FAILED_BLOCKED))
+    assert scores.route_completion == 1.0
+    assert scores.driving_score == 1.0
+
+
+def test_outside_lane_fraction_is_capped_at_one():
+    scores = route_scores(summary(0.5, outside_m=100.5, distance_m=100.0))
+    assert scores.outside_lane_fraction == 1.0
+    assert scores.infraction_penalty == 0.0
+    assert scores.driving_score == 0.0
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+@pytest.mark.parametrize("field", ["length_m", "distance_m"])
+def test_non_finite_distances_are_refused(field, value):
+    # A NaN length would make every global per-km rate NaN; a NaN distance would score 0 % outside.
+    with pytest.raises(ValueError, match="distances must be finite and >= 0"):
+        route_scores(summary(0.5, **{field: value}))

@@ -144,3 +144,68 @@ def test_resuming_a_corrupt_results_file_names_the_problem_and_keeps_the_file(tm
         ResultsFile(path, IDENTITY, total=2)
     assert message in str(caught.value)
     assert path.read_text() == before
+
+
+def busy_record() -> dict:
+    """Half of a 500 m route (0.25 km driven), 25 of 250 m outside the lanes, and 1 pedestrian,
+    2 vehicle, 3 red-light infractions and 1 route deviation."""
+    kinds = [InfractionKind.COLLISION_PEDESTRIAN] + [InfractionKind.COLLISION_VEHICLE] * 2
+    kinds += [InfractionKind.RED_LIGHT] * 3 + [InfractionKind.ROUTE_DEVIATION]
+    infractions = tuple(Infraction(kind, step, (float(step), 0.0)) for step, kind in enumerate(kinds))
+    summary = EpisodeSummary("9", EpisodeStatus.FAILED_COLLISION, 0.5, 500.0, 250.0, 25.0, 40.0, 400, infractions)
+    return build_record(0, 0, summary, route_scores(summary), duration_system_s=2.0)
+
+
+def test_global_values_line_up_with_their_labels(tmp_path):
+    results = ResultsFile(tmp_path / "results.json", IDENTITY, total=1)
+    results.add(busy_record())
+    data = json.loads((tmp_path / "results.json").read_text())
+    # IP = (1 - 0.1) * 0.5 * 0.6^2 * 0.7^3 = 0.055566; DS = 0.5 * IP; rates per 0.25 km;
+    # "Off-road infractions" is the leaderboard's outside-lane percentage.
+    assert dict(zip(data["labels"], data["values"], strict=True)) == {
+        "Avg. driving score": "2.778",
+        "Avg. route completion": "50.000",
+        "Avg. infraction penalty": "5.557",
+        "Collisions with pedestrians": "4.000",
+        "Collisions with vehicles": "8.000",
+        "Collisions with layout": "0.000",
+        "Red lights infractions": "12.000",
+        "Stop sign infractions": "0.000",
+        "Off-road infractions": "10.000",
+        "Route deviations": "4.000",
+        "Route timeouts": "0.000",
+        "Agent blocked": "0.000",
+    }
+
+
+def test_record_scores_and_meta_are_hand_computed():
+    entry = busy_record()
+    assert entry["scores"]["score_route"] == pytest.approx(50.0)
+    assert entry["scores"]["score_penalty"] == pytest.approx(5.5566)
+    assert entry["scores"]["score_composed"] == pytest.approx(2.7783)
+    assert entry["scores"]["score_composite"] == entry["scores"]["score_composed"]
+    meta = entry["meta"]
+    assert meta["outside_lane_percentage"] == pytest.approx(10.0)
+    assert meta["driven_km"] == pytest.approx(0.25)
+    assert meta["infraction_counts"]["red_light"] == 3
+    assert meta["infractions_per_km"]["red_light"] == pytest.approx(12.0)
+    assert meta["infractions_per_km"]["collisions_vehicle"] == pytest.approx(8.0)
+
+
+def test_global_record_recovers_the_outside_lane_percentage(tmp_path):
+    results = ResultsFile(tmp_path / "results.json", IDENTITY, total=2)
+    results.add(busy_record())
+    results.add(record(1))  # a clean completed 0.5 km route
+    global_record = json.loads((tmp_path / "results.json").read_text())["_checkpoint"]["global_record"]
+    # 10 % of 0.25 km over 0.75 km driven; IP mean of 0.055566 and 1.
+    assert global_record["infractions"]["outside_route_lanes"] == pytest.approx(100 * 0.025 / 0.75)
+    assert global_record["scores"]["score_penalty"] == pytest.approx(100 * (0.055566 + 1.0) / 2)
+    assert global_record["meta"]["driven_km"] == pytest.approx(0.75)
+
+
+def test_record_name_carries_route_and_repetition():
+    summary = EpisodeSummary("7", EpisodeStatus.COMPLETED, 1.0, 100.0, 100.0, 0.0, 10.0, 100, ())
+    entry = build_record(3, 2, summary, route_scores(summary), duration_system_s=1.0)
+    assert entry["route_id"] == "RouteScenario_7_rep2"
+    assert entry["index"] == 3
+    assert entry["meta"]["repetition"] == 2

@@ -67,6 +67,9 @@ def test_single_terms(kwargs, term, value):
         (Hazards(light_m=4.0), 0.0),
         (Hazards(stop_sign_m=8.0), 3.6),
         (Hazards(vehicle_m=10.5, light_m=9.0), 3.0),  # the slowest hazard wins
+        (Hazards(light_m=7.5), 3.0),  # 6 * (7.5 - 5) / 5: the light's d0 is 5 m
+        (Hazards(stop_sign_m=5.5), 0.6),  # 6 * (5.5 - 5) / 5
+        (Hazards(walker_m=13.0), 6.0),  # past d0 + 5 m the ramp is flat at v_max
     ],
 )
 def test_hazards_scale_the_desired_speed(hazards, desired_mps):
@@ -82,6 +85,7 @@ def test_hazards_scale_the_desired_speed(hazards, desired_mps):
         (InfractionKind.COLLISION_VEHICLE, -5.0),
         (InfractionKind.COLLISION_PEDESTRIAN, -5.0),
         (InfractionKind.RED_LIGHT, -5.0),
+        (InfractionKind.COLLISION_LAYOUT, -5.0),  # leaving the road is a collision in Roach
         (InfractionKind.VEHICLE_BLOCKED, -1.0),
         (InfractionKind.ROUTE_DEVIATION, -1.0),
     ],
@@ -120,3 +124,31 @@ def test_reward_hazards_are_centre_distances_as_in_roach():
     assert hazards.stop_sign_m is None
     green = LightHazard("light0", "east", LightState.GREEN, 6.6, 0.5, index=0)
     assert reward_hazards(scene, green, None, None, []).light_m is None
+
+
+def test_steer_change_of_exactly_the_threshold_is_free():
+    # Roach penalises a change of *more than* 0.01; 0.01 - 0.0 is exactly 0.01 in floats.
+    reward = valeo_reward(context(steer=0.01, previous_steer=0.0))
+    assert reward.terms["action"] == 0.0
+    assert valeo_reward(context(steer=-0.011, previous_steer=0.0)).terms["action"] == pytest.approx(-0.1)
+
+
+def test_terminal_infraction_in_a_step_that_does_not_end_costs_nothing():
+    reward = valeo_reward(context(speed_mps=4.0, infractions=crash(InfractionKind.COLLISION_VEHICLE)))
+    assert reward.terms["terminal"] == 0.0
+
+
+def test_speed_debuff_is_paid_once_and_stop_signs_alone_do_not_end_the_episode():
+    # A stop-sign run and a collision in one step: -1 - 4 m/s, not -1 - 2 * 4.
+    both = crash(InfractionKind.COLLISION_VEHICLE) + crash(InfractionKind.STOP_SIGN)
+    assert valeo_reward(context(speed_mps=4.0, infractions=both, terminated=True)).terms["terminal"] == -5.0
+    # The route completed in the step the ego ran a stop sign: no terminal penalty at all.
+    sign = crash(InfractionKind.STOP_SIGN)
+    reward = valeo_reward(context(speed_mps=4.0, infractions=sign, terminated=True, route_completed=True))
+    assert reward.terms["terminal"] == 0.0
+
+
+def test_terminal_speed_debuff_is_the_ego_speed_now():
+    # The infraction records 4 m/s; the ego is at 2.5 m/s after the step: -1 - 2.5.
+    reward = valeo_reward(context(speed_mps=2.5, infractions=crash(InfractionKind.RED_LIGHT), terminated=True))
+    assert reward.terms["terminal"] == pytest.approx(-3.5)
