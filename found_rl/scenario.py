@@ -296,7 +296,10 @@ def _format_error(source: str, data: Any, error: Any) -> str:
     if error["type"] == "missing":
         loc = ".".join(str(p) for p in error["loc"])
         return f"{source}: {loc}: required field is missing"
-    if "got" not in message and ": " not in message and not isinstance(error.get("input"), dict):
+    # Our own validators (type ``value_error``) write whole messages that show the value;
+    # pydantic's built-in ones (bounds, types, literals) do not, so they get it appended.
+    is_builtin = error["type"] != "value_error"
+    if is_builtin and "got" not in message and not isinstance(error.get("input"), dict):
         message = f"{message[:1].lower()}{message[1:]}, got {error.get('input')!r}"
     return f"{source}: {field}: {message}"
 

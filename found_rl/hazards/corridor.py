@@ -31,7 +31,6 @@ _CORNER_SIGNS = np.array([1.0, 1.0, -1.0, -1.0, 0.0]) + 1j * np.array([1.0, -1.0
 _CORNER_SIGN_PAIRS = tuple(zip(_CORNER_SIGNS.real.tolist(), _CORNER_SIGNS.imag.tolist()))
 
 
-
 def actors_in_corridor(
     snapshot: WorldSnapshot,
     boxes: ActorBoxes,
