@@ -33,7 +33,9 @@ class Transition(NamedTuple):
     """One valid transition (o_t, a_t, r_t, o_{t+1}) for off-policy storage.
 
     ``next_obs`` is the observation the step returned, also at episode ends, so a learner
-    bootstraps from it when ``truncated`` and ignores it when ``terminated``.
+    bootstraps from it when ``truncated`` and ignores it when ``terminated``. ``info`` came
+    with ``next_obs``; ``obs_info`` came with ``obs`` (the reset's info at step 0): a request
+    about o_t (an advisor label) reads ``obs_info``, never ``info`` (ARCHITECTURE §6).
     """
 
     obs: Any
@@ -44,6 +46,7 @@ class Transition(NamedTuple):
     truncated: bool
     step_id: StepId
     info: dict[str, Any]
+    obs_info: dict[str, Any] = {}  # noqa: RUF012 (a NamedTuple default, never mutated)
 
 
 def _index_obs(obs: Obs, index: Any) -> Any:
@@ -68,7 +71,9 @@ class StepBatch:
         worker_died: bool, the clip's worker died during this step (the row is padding).
         clip_index, episode_index, step_index: int64 step ids, −1 for padding.
         extras: per-clip outputs of the policy (e.g. ``values``, ``log_probs``), ``(N, ...)``.
-        infos: per-clip info dicts as the env returned them, empty for padding.
+        infos: per-clip info dicts returned with ``next_obs``, empty for padding.
+        obs_infos: per-clip info dicts that came with ``obs`` (from the reset at step 0, else
+            from the previous step): what is known about o_t, e.g. its command and speed.
     """
 
     obs: Obs
@@ -84,6 +89,7 @@ class StepBatch:
     step_index: np.ndarray
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     infos: tuple[dict[str, Any], ...] = ()
+    obs_infos: tuple[dict[str, Any], ...] = ()
 
     def step_id(self, clip: int) -> StepId:
         return StepId(int(self.clip_index[clip]), int(self.episode_index[clip]), int(self.step_index[clip]))
@@ -100,6 +106,7 @@ class StepBatch:
                 truncated=bool(self.truncated[clip]),
                 step_id=self.step_id(clip),
                 info=self.infos[clip] if self.infos else {},
+                obs_info=self.obs_infos[clip] if self.obs_infos else {},
             )
             for clip in np.flatnonzero(self.valid)
         ]
@@ -114,7 +121,8 @@ def _stack_obs(batches: list[Obs]) -> Obs:
 @dataclass(frozen=True)
 class Rollout:
     """T lock-steps of N clips, for on-policy learners. Fields as in :class:`StepBatch`, shaped
-    ``(T, N, ...)``; ``infos[t][n]`` is row ``[t, n]``'s info.
+    ``(T, N, ...)``; ``infos[t][n]`` is the info returned with ``next_obs[t, n]`` and
+    ``obs_infos[t][n]`` the one that came with ``obs[t, n]``.
 
     When a worker died at row ``[t, n]``, row ``[t − 1, n]`` (if valid and in this rollout) is
     marked truncated, so GAE bootstraps from V(o_t) there.
@@ -133,6 +141,7 @@ class Rollout:
     step_index: np.ndarray
     extras: dict[str, np.ndarray]
     infos: tuple[tuple[dict[str, Any], ...], ...]
+    obs_infos: tuple[tuple[dict[str, Any], ...], ...] = ()
 
     @classmethod
     def from_steps(cls, steps: list[StepBatch]) -> Rollout:
@@ -158,6 +167,7 @@ class Rollout:
             step_index=np.stack([s.step_index for s in steps]),
             extras={key: np.stack([s.extras[key] for s in steps]) for key in steps[0].extras},
             infos=tuple(s.infos for s in steps),
+            obs_infos=tuple(s.obs_infos for s in steps),
         )
 
     @property

@@ -72,6 +72,9 @@ class LockstepSampler:
         adaptive_rho: FAST only; choose ρ per round by measured throughput (:class:`AdaptiveRho`).
         seed: seeds each clip's first reset with ``seed + clip``; later resets are unseeded so
             the env's own generator continues (gymnasium's convention).
+        seed_every_episode: seed every reset from ``(seed, clip, episode index)`` instead, so a
+            run restored with :meth:`load_state_dict` at a round boundary replays the same
+            episodes as one that never stopped (needs ``seed``).
         rng: randomness for the adaptive ρ's exploration; defaults to one seeded by ``seed``.
 
     Raises:
@@ -89,8 +92,12 @@ class LockstepSampler:
         adaptive_rho: bool = False,
         seed: int | None = None,
         rng: np.random.Generator | None = None,
+        seed_every_episode: bool = False,
     ) -> None:
         self.rho = check_rho(rho)
+        if seed_every_episode and seed is None:
+            raise ValueError("seed_every_episode: needs a seed")
+        self.seed_every_episode = seed_every_episode
         self.horizon = check_horizon(horizon)
         self.end_rule = ClipEndRule(end_rule)
         if adaptive_rho and self.end_rule is not ClipEndRule.CONTINUE_VIRTUALLY:
@@ -113,6 +120,7 @@ class LockstepSampler:
         self._needs_reset = np.ones(self.num_clips, bool)
         self._episode_index = np.full(self.num_clips, -1, np.int64)
         self._step_index = np.zeros(self.num_clips, np.int64)
+        self._obs_infos: list[dict[str, Any]] = [{} for _ in range(self.num_clips)]
         self._round_started_at = 0.0
         self._round_valid = 0
         self._pending: collections.deque[Transition] = collections.deque()
@@ -126,6 +134,7 @@ class LockstepSampler:
         if self._needs_reset.any():
             self._reset(np.flatnonzero(self._needs_reset), started_at)
         obs = self._layout.copy(self._obs)
+        obs_infos = tuple(self._obs_infos)
         actions, extras = self._act(obs)
         stepping = np.flatnonzero(self._running)
         env_started_at = time.perf_counter()
@@ -151,6 +160,7 @@ class LockstepSampler:
             terminated[clip] = result.terminated
             truncated[clip] = result.truncated or (not result.terminated and self._step_index[clip] >= self.horizon)
             infos[clip] = result.info  # untouched: the sampler's ids live in the id arrays
+            self._obs_infos[clip] = result.info
             self._layout.set_row(self._obs, clip, result.obs)
             self._running[clip] = not (terminated[clip] or truncated[clip])
         self._apply_end_rule(truncated, valid)
@@ -174,6 +184,7 @@ class LockstepSampler:
             step_index=ids[2],
             extras=dict(extras),
             infos=tuple(infos),
+            obs_infos=obs_infos,
         )
 
     def collect(self, num_steps: int) -> Rollout:
@@ -200,6 +211,32 @@ class LockstepSampler:
                 continue
             yield self._pending.popleft()
             yielded += 1
+
+    @property
+    def at_round_boundary(self) -> bool:
+        """True when every clip resets before the next lock-step: no episode is in flight, so
+        the sampler's whole state is its counters (a safe point for an exact checkpoint)."""
+        return bool(self._needs_reset.all())
+
+    def state_dict(self) -> dict[str, Any]:
+        """The per-clip episode counters (plain data), so step ids stay unique across a resume."""
+        return {"episode_index": self._episode_index.tolist(), "rho": self.rho}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the counters of :meth:`state_dict`; every clip resets before its next step.
+
+        Raises:
+            ValueError: when the state was saved with another number of clips.
+        """
+        counters = np.asarray(state["episode_index"], np.int64)
+        if counters.shape != (self.num_clips,):
+            raise ValueError(
+                f"sampler state: saved with {counters.size} clips, this sampler has {self.num_clips}"
+            )
+        self._episode_index[:] = counters
+        self.rho = float(state.get("rho", self.rho))
+        self._running[:] = False
+        self._needs_reset[:] = True
 
     def close(self) -> None:
         self.executor.close()
@@ -233,20 +270,26 @@ class LockstepSampler:
     def _reset(self, clips: np.ndarray, now: float) -> None:
         if self.end_rule is not ClipEndRule.RESET_CLIP and len(clips) == self.num_clips:
             self._round_started_at, self._round_valid = now, 0
-        seeds = {
-            int(clip): (self.seed + int(clip) if self.seed is not None and self._episode_index[clip] < 0 else None)
-            for clip in clips
-        }
+        seeds = {int(clip): self._reset_seed(int(clip)) for clip in clips}
         env_started_at = time.perf_counter()
         results = self.executor.reset(seeds)
         self.stats.env_seconds += time.perf_counter() - env_started_at
         for clip in clips:
             self._layout.set_row(self._obs, clip, results[int(clip)].obs)
+            self._obs_infos[clip] = results[int(clip)].info
         self._running[clips] = True
         self._needs_reset[clips] = False
         self._episode_index[clips] += 1
         self._step_index[clips] = 0
         self.stats.episodes_started += len(clips)
+
+    def _reset_seed(self, clip: int) -> int | None:
+        if self.seed is None:
+            return None
+        next_episode = int(self._episode_index[clip]) + 1
+        if self.seed_every_episode:
+            return int(np.random.SeedSequence([self.seed, clip, next_episode]).generate_state(1)[0])
+        return self.seed + clip if next_episode == 0 else None
 
     def _apply_end_rule(self, truncated: np.ndarray, valid: np.ndarray) -> None:
         ended = ~self._running
@@ -282,10 +325,11 @@ class FastSampler(LockstepSampler):
         adaptive_rho: bool = False,
         seed: int | None = None,
         rng: np.random.Generator | None = None,
+        seed_every_episode: bool = False,
     ) -> None:
         super().__init__(
             env, policy, end_rule=ClipEndRule.CONTINUE_VIRTUALLY, rho=rho, horizon=horizon,
-            adaptive_rho=adaptive_rho, seed=seed, rng=rng,
+            adaptive_rho=adaptive_rho, seed=seed, rng=rng, seed_every_episode=seed_every_episode,
         )
 
 

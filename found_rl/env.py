@@ -80,7 +80,9 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     ``terminated``: collision (vehicle, walker, leaving the road), red-light run, route
     deviation, blocked, or route completed. ``truncated``: the step limit (reported as a
-    ``route_timeout`` infraction). ``info`` holds ``step_id`` (episode index, step index),
+    ``route_timeout`` infraction). ``info`` holds ``step`` (the index of this observation in its
+    episode; the id unique within a run, ``(clip, episode, step)``, is the sampler's, since only
+    the sampler knows the clip slot and counts episodes across seeded resets),
     ``command`` (:class:`~found_rl.actions.RoadOption` value), ``speed_mps``, ``infractions``
     (this step's :class:`~found_rl.events.Infraction` s), ``route_completion``, ``reward_terms``
     and, when the episode ends, ``episode`` (an :class:`~found_rl.events.EpisodeSummary`).
@@ -148,7 +150,6 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
         self._snapshot: WorldSnapshot | None = None
         self._tracker: RouteTracker | None = None
-        self._episode = -1
         self._steps = 0
         self._step_limit = self.max_steps
         self._infractions: list[Infraction] = []
@@ -184,8 +185,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
         Args:
             seed: reseeds the env's generator, which draws the route (unless given) and the
-                backend's seed, so the same seed gives the same rollout (step ids included:
-                the episode index restarts at 0).
+                backend's seed, so the same seed gives the same rollout, infos included.
             options: ``{"route_index": i}`` drives route ``i`` of the route file.
 
         Raises:
@@ -203,8 +203,6 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.monitor.reset(snapshot)
         self.renderer.reset()
         self._rendered_step = -1
-        # A seeded reset starts a fresh sequence, so step ids repeat with the rollout.
-        self._episode = 0 if seed is not None else self._episode + 1
         self._steps = 0
         self._step_limit = self._route_step_limit(snapshot.route.length_m)
         self._infractions = []
@@ -262,6 +260,11 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """The RGB BEV of the last snapshot (``render_mode="rgb_array"``), else ``None``."""
         if self.render_mode is None:
             return None
+        return self.rgb_bev()
+
+    def rgb_bev(self) -> np.ndarray:
+        """The 192 × 192 × 3 RGB BEV of the last snapshot, whatever the ``render_mode`` (what an
+        advisor or a video is shown of the observation just returned)."""
         snapshot = self.snapshot
         if self._rendered_step != snapshot.step:  # state-only observations render nothing
             self.renderer.render(snapshot, self.progress.index)
@@ -333,7 +336,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         reward: Reward | None = None,
     ) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "step_id": (self._episode, self._steps),
+            "step": self._steps,
             "command": int(route_command(snapshot.route, progress.index)),
             "speed_mps": snapshot.ego.speed_mps,
             "infractions": list(infractions),

@@ -288,7 +288,7 @@ def _field_path(data: Any, loc: tuple[int | str, ...]) -> str:
     return ".".join(parts).replace(".[", "[") or "(top level)"
 
 
-def _format_error(source: str, data: Any, error: Any) -> str:
+def format_field_error(source: str, data: Any, error: Any) -> str:
     field = _field_path(data, tuple(error["loc"]))
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
@@ -320,12 +320,12 @@ def parse_scenario(
         scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
         raise ValueError(
-            "\n".join(_format_error(source, data, e) for e in exc.errors())
+            "\n".join(format_field_error(source, data, e) for e in exc.errors())
         ) from None
     return scenario
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def yaml_problem(exc: yaml.YAMLError) -> str:
     """One line: the parser's problem and where (PyYAML's own text spans several lines)."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -350,6 +350,6 @@ def load_scenario(path: str | Path) -> Scenario:
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.start}); a scenario is YAML text") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: malformed YAML: {_yaml_problem(exc)}") from None
+        raise ValueError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
     scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
     return scenario.model_copy(update={"source_path": path.resolve()})

@@ -244,8 +244,8 @@ class BackgroundClient:
     """Fire-and-poll client for env workers: never blocks the control loop.
 
     Replies are the server's per-item dicts; a request that failed as a whole yields
-    ``{"id", "ok": False, "error"}`` for each of its items, so every submitted id comes back
-    exactly once.
+    ``{"id", "ok": False, "error"}`` for each of its items (with ``"unavailable": True`` when no
+    replica answered), so every submitted id comes back exactly once.
     """
 
     def __init__(
@@ -344,6 +344,10 @@ class BackgroundClient:
     async def _send(self, kind: Kind, items: list[dict[str, Any]]) -> None:
         try:
             replies = (await self._client.request(kind, {"items": items}))["items"]
+        except AdvisorUnavailable as exc:  # flagged, so a caller can tell "down" from "refused"
+            replies = [
+                {"id": item["id"], "ok": False, "error": str(exc), "unavailable": True} for item in items
+            ]
         except AdvisorError as exc:
             replies = [
                 {"id": item["id"], "ok": False, "error": str(exc)} for item in items

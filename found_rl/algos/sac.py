@@ -238,8 +238,10 @@ class SAC:
             FloatingPointError: naming the first non-finite loss term.
         """
         cfg, terms = self.config, self.config.terms
-        obs = shift_observation(batch.observations, cfg.drq_pad_px, self.generator)
-        next_obs = shift_observation(batch.next_observations, cfg.drq_pad_px, self.generator)
+        # Pool and convert each batch once: the critic, the actor and the target critic read it.
+        prepare = self.qf.encoder.prepare
+        obs = prepare(shift_observation(batch.observations, cfg.drq_pad_px, self.generator))
+        next_obs = prepare(shift_observation(batch.next_observations, cfg.drq_pad_px, self.generator))
         has_advisor = batch.has_advisor
         logs: dict[str, float] = {
             "guidance/label_coverage": has_advisor.mean().item(),

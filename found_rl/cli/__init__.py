@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("found_rl.cli.train", "train a driving policy from a scenario file or run config"),
+    "plot": ("found_rl.cli.plot", "draw learning curves of training runs (mean and spread over runs)"),
     "scenario": ("found_rl.cli.scenario", "validate and inspect scenario files"),
     "eval": ("found_rl.cli.evaluate", "closed-loop route evaluation with leaderboard metrics"),
     "expert": ("found_rl.cli.expert", "drive the privileged expert; collect datasets"),

@@ -15,7 +15,8 @@ BENCHMARKS: dict[str, str] = {
     "sampler": "FAST vs single-clip and lock-step baselines: wall-clock per 10k valid transitions",
     "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",
     "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",
-    "policy": "CPU inference frames/s of the default driving policy network",
+    "policy": "FLOPs, inference frames/s and SAC updates/s of a driving network preset",
+    "train": "the whole training loop, advisor off vs served expert advisor, side by side",
 }
 
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     agent = make_agent(args.agent, device=args.device, advisor_timeout_s=args.advisor_timeout)
     env = None
     try:
-        observation = "state" if args.agent == "expert" else "bev"
+        observation = "bev" if args.agent.startswith(("checkpoint:", "advisor:")) else "state"  # others read no BEV
         render_mode = "rgb_array" if args.video_dir is not None else None
         env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode)
         if isinstance(agent, CheckpointAgent):

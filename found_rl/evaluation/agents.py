@@ -1,4 +1,6 @@
-"""Agents ``found-rl eval`` can drive: ``expert``, ``checkpoint:PATH``, ``advisor:URL``.
+"""Agents ``found-rl eval`` can drive: ``expert``, ``checkpoint:PATH``, ``advisor:URL``, and the
+reference policies ``still`` (standing still) and ``throttle`` (constant throttle, zero steer)
+that show whether a policy drives or only moves.
 
 Every agent sees the same observation and snapshot and returns one ``(acc, steer)`` action;
 termination is the env's business, so the rules are the same for all of them.
@@ -14,7 +16,7 @@ import numpy as np
 from found_rl.expert import ExpertDriver
 from found_rl.sim.snapshot import WorldSnapshot
 
-AGENT_SPECS = ("expert", "checkpoint:PATH", "advisor:URL")
+AGENT_SPECS = ("expert", "still", "throttle", "checkpoint:PATH", "advisor:URL")
 
 
 class Agent(Protocol):
@@ -48,6 +50,27 @@ class ExpertAgent:
 
     def close(self) -> None:
         pass
+
+
+class ConstantAgent:
+    """A fixed ``(acc, steer)`` on every step: the floor a trained policy must clear."""
+
+    def __init__(self, name: str, acc: float, steer: float = 0.0) -> None:
+        self.name = name
+        self._action = np.array([acc, steer], dtype=np.float32)
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        return self._action.copy()
+
+    def close(self) -> None:
+        pass
+
+
+CONSTANT_AGENTS = {"still": 0.0, "throttle": 1.0}
+"""Reference policies by name: the constant acc they apply with zero steer."""
 
 
 class CheckpointAgent:
@@ -106,7 +129,7 @@ def parse_agent_spec(spec: str) -> tuple[str, str]:
         ValueError: for anything else (names the spec and the allowed forms).
     """
     kind, _, argument = spec.partition(":")
-    if spec == "expert" or (kind in ("checkpoint", "advisor") and argument):
+    if spec == "expert" or spec in CONSTANT_AGENTS or (kind in ("checkpoint", "advisor") and argument):
         return kind, argument
     raise ValueError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
 
@@ -125,4 +148,6 @@ def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.
         from found_rl.evaluation.advisor_agent import AdvisorAgent
 
         return AdvisorAgent(argument, timeout_s=advisor_timeout_s)
+    if kind in CONSTANT_AGENTS:
+        return ConstantAgent(kind, CONSTANT_AGENTS[kind])
     return ExpertAgent()

@@ -87,8 +87,12 @@ def evaluate(
     video_dir: Path | None = None,
     video_format: str = "gif",
     show_progress: bool = True,
+    video_episodes: int | None = None,
 ) -> GlobalScores:
-    """Run every (route, repetition) not yet in ``results``; save after each; return global scores."""
+    """Run every (route, repetition) not yet in ``results``; save after each; return global scores.
+
+    With ``video_dir``, the first ``video_episodes`` episodes (all when ``None``) are recorded.
+    """
     from tqdm import tqdm
 
     done = results.finished_indices
@@ -100,7 +104,7 @@ def evaluate(
                 if index in done:
                     continue
                 video = None
-                if video_dir is not None:
+                if video_dir is not None and (video_episodes is None or index < video_episodes):
                     video = VideoRecorder(
                         video_dir / f"{index:04d}_route{route_index}_rep{repetition}.{video_format}"
                     )

@@ -2,8 +2,14 @@
 
 The driving encoder follows Roach/Found-RL: four 3×3 stride-2 convolutions (32→64→128→256), a
 1×1 convolution down to 64 channels, flatten; the state goes through an MLP (256-256); both are
-fused into one feature vector (256). Every width is configurable so tests and CPU runs can use
-a small network.
+fused into one feature vector (256). Every width is configurable; :data:`NETWORK_PRESETS` names
+the two configurations users pick from (``roach`` for GPUs, ``cpu`` for laptops).
+
+The input path is kept cheap because on a CPU it dominates small networks (issue 10: turning a
+uint8 BEV batch into floats cost about 80 ms of a 0.7 s SAC update): the optional max-pooling
+runs on uint8, the 1/255 scale is folded into the first convolution's weights instead of
+multiplying every pixel, and a batch is converted once (:meth:`BevStateEncoder.prepare`) even
+when several networks read it.
 """
 
 from __future__ import annotations
@@ -29,8 +35,18 @@ class EncoderConfig:
     """hidden widths of the state MLP"""
     features_dim: int = 256
     """width of the fused feature vector"""
+    input_pool: int = 1
+    """max-pool the uint8 BEV by this factor before anything else (1 = off); Roach's own 192→96
+    step is a max-pool too, so thin lines and small actors survive it"""
+    stem_kernel: int = 3
+    """kernel of the first convolution (the others are 3×3)"""
+    stem_stride: int = 2
+    """stride of the first convolution (the others use 2)"""
 
     def __post_init__(self) -> None:
+        for name in ("input_pool", "stem_kernel", "stem_stride"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EncoderConfig.{name}: expected an int >= 1, got {getattr(self, name)}")
         for name in ("conv_channels", "state_hidden"):
             widths = getattr(self, name)
             if len(widths) == 0 or any(int(w) < 1 for w in widths):
@@ -49,6 +65,10 @@ class EncoderConfig:
             bottleneck_channels=int(data["bottleneck_channels"]),
             state_hidden=tuple(data["state_hidden"]),
             features_dim=int(data["features_dim"]),
+            # absent in checkpoints written before the presets: the Roach stem
+            input_pool=int(data.get("input_pool", 1)),
+            stem_kernel=int(data.get("stem_kernel", 3)),
+            stem_stride=int(data.get("stem_stride", 2)),
         )
 
 
@@ -62,8 +82,21 @@ def mlp(input_dim: int, hidden: tuple[int, ...], activation: type[nn.Module] = n
     return nn.Sequential(*layers)
 
 
+class PixelScaledConv2d(nn.Conv2d):
+    """A convolution of ``x / 255`` computed as ``x`` convolved with ``weight / 255``.
+
+    Same result and same parameters as scaling the input, without a pass over every pixel.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.weight * (1.0 / 255.0), self.bias)
+
+
 class BevStateEncoder(nn.Module):
-    """Encodes ``{"bev": (B, C, H, W) uint8, "state": (B, S) float32}`` into ``(B, features_dim)``."""
+    """Encodes ``{"bev": (B, C, H, W) uint8, "state": (B, S) float32}`` into ``(B, features_dim)``.
+
+    A ``bev`` that is already float holds :meth:`prepare` output (pooled, unscaled 0..255).
+    """
 
     def __init__(
         self,
@@ -73,13 +106,21 @@ class BevStateEncoder(nn.Module):
     ):
         super().__init__()
         channels, height, width = bev_shape
+        self.input_pool = config.input_pool
+        if height % self.input_pool or width % self.input_pool:
+            raise ValueError(
+                f"EncoderConfig.input_pool: {self.input_pool} does not divide the BEV size {height}×{width}"
+            )
+        height, width = height // self.input_pool, width // self.input_pool
         layers: list[nn.Module] = []
         in_channels = channels
-        for out_channels in config.conv_channels:
-            layers += [
-                nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=2, padding=1),
-                nn.ReLU(),
-            ]
+        for index, out_channels in enumerate(config.conv_channels):
+            if index == 0:
+                kernel, stride = config.stem_kernel, config.stem_stride
+                padding = (kernel - stride + 1) // 2  # 3×3/2 → 1 (Roach); k×k/k patches → 0
+                layers += [PixelScaledConv2d(in_channels, out_channels, kernel, stride, padding), nn.ReLU()]
+            else:
+                layers += [nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=2, padding=1), nn.ReLU()]
             in_channels = out_channels
         layers += [
             nn.Conv2d(in_channels, config.bottleneck_channels, kernel_size=1),
@@ -93,11 +134,23 @@ class BevStateEncoder(nn.Module):
         self.fusion = nn.Sequential(nn.Linear(cnn_dim + config.state_hidden[-1], config.features_dim), nn.ReLU())
         self.features_dim = config.features_dim
 
-    def forward(self, obs: TensorObs) -> torch.Tensor:
+    def prepare(self, obs: TensorObs) -> TensorObs:
+        """The BEV pooled (on uint8) and converted to float once, for several forward passes."""
         if not isinstance(obs, dict):
             raise TypeError("BevStateEncoder: expected a dict observation with 'bev' and 'state'")
-        bev = obs["bev"].float() / 255.0  # uint8 masks → [0, 1], as SB3's normalize_images
-        return self.fusion(torch.cat([self.cnn(bev), self.state_mlp(obs["state"])], dim=1))
+        bev = obs["bev"]
+        if bev.dtype != torch.uint8:
+            return obs
+        if self.input_pool > 1:  # a max-pool on uint8, as a reshape (works in any memory format)
+            batch, channels, height, width = bev.shape
+            pool = self.input_pool
+            bev = bev.reshape(batch, channels, height // pool, pool, width // pool, pool).amax(dim=(3, 5))
+        return {"bev": bev.float(), "state": obs["state"]}
+
+    def forward(self, obs: TensorObs) -> torch.Tensor:
+        # uint8 masks → [0, 1] as SB3's normalize_images; the 1/255 lives in the first conv
+        obs = self.prepare(obs)
+        return self.fusion(torch.cat([self.cnn(obs["bev"]), self.state_mlp(obs["state"])], dim=1))
 
 
 class FlatEncoder(nn.Module):
@@ -106,6 +159,9 @@ class FlatEncoder(nn.Module):
     def __init__(self, vector_dim: int):
         super().__init__()
         self.features_dim = vector_dim
+
+    def prepare(self, obs: TensorObs) -> TensorObs:
+        return obs
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         if isinstance(obs, dict):
@@ -151,3 +207,36 @@ class NetworkConfig:
             actor_hidden=tuple(data["actor_hidden"]),
             critic_hidden=tuple(data["critic_hidden"]),
         )
+
+
+NETWORK_PRESETS: dict[str, NetworkConfig] = {
+    # Roach / Found-RL widths: 87 MFLOP a frame, for GPUs.
+    "roach": NetworkConfig(),
+    # Small enough to learn on 2 CPU cores (issue 10): a uint8 2×2 max-pool, 4×4 patches, three
+    # narrow convolutions and 128-wide heads; about 1 MFLOP a frame (``found-rl bench policy``).
+    "cpu": NetworkConfig(
+        encoder=EncoderConfig(
+            conv_channels=(16, 32, 32),
+            bottleneck_channels=32,
+            state_hidden=(64,),
+            features_dim=128,
+            input_pool=2,
+            stem_kernel=4,
+            stem_stride=4,
+        ),
+        actor_hidden=(128, 128),
+        critic_hidden=(128, 128),
+    ),
+}
+"""Named network configurations (``found-rl train``'s ``network:``, ``bench policy --preset``)."""
+
+
+def network_preset(name: str) -> NetworkConfig:
+    """The preset called ``name``.
+
+    Raises:
+        ValueError: for an unknown name (lists the known ones).
+    """
+    if name not in NETWORK_PRESETS:
+        raise ValueError(f"network preset: unknown {name!r}; allowed: {', '.join(NETWORK_PRESETS)}")
+    return NETWORK_PRESETS[name]

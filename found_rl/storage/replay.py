@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -254,6 +254,61 @@ class ReplayBuffer:
             self._counts["clip"] += int(not self.has_clip[slot])
             self.has_clip[slot] = True
         return True
+
+    # ------------------------------------------------------------------ checkpointing
+    _ARRAYS = (
+        "actions", "rewards", "terminated", "next_slot", "is_transition", "step_ids",
+        "advisor_actions", "has_advisor", "clip_bonus", "has_clip",
+    )
+
+    def save(self, path: str | Path) -> None:
+        """Write the filled part of the buffer to one ``.npz`` file (uncompressed: BEV batches
+        are written in seconds, where compression would cost minutes). Write it atomically
+        (``found_rl.atomic``); labels of stored entries survive, answers in flight do not."""
+        filled = self._filled
+        arrays = {f"obs_{key}": array[:filled] for key, array in self._obs.items()}
+        arrays.update({name: getattr(self, name)[:filled] for name in self._ARRAYS})
+        meta = [self.capacity, self.num_envs, self.action_dim, self._cursor, filled]
+        with open(path, "wb") as file:
+            np.savez(file, meta=np.asarray(meta, np.int64), **arrays)
+
+    def load(self, path: str | Path) -> None:
+        """Restore :meth:`save` output into this (empty, equally shaped) buffer.
+
+        Clips start new episodes after a restore: no transition continues across it.
+
+        Raises:
+            ValueError: the file is unreadable or was written by a buffer of another shape.
+        """
+        try:
+            with np.load(path) as data:
+                arrays: dict[str, Any] = {name: data[name] for name in data.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(f"replay buffer {path}: cannot be read ({exc}); is it truncated?") from None
+        capacity, num_envs, action_dim, cursor, filled = (int(v) for v in arrays.pop("meta"))
+        if (capacity, num_envs, action_dim) != (self.capacity, self.num_envs, self.action_dim):
+            raise ValueError(
+                f"replay buffer {path}: saved with capacity {capacity}, {num_envs} clips and {action_dim} action "
+                f"dims; this run has {self.capacity}, {self.num_envs} and {self.action_dim}"
+            )
+        for key, array in self._obs.items():
+            stored = arrays[f"obs_{key}"]
+            if stored.shape != (filled, *array.shape[1:]):
+                raise ValueError(f"replay buffer {path}: observation {key!r} has shape {stored.shape}")
+            array[:filled] = stored
+        for name in self._ARRAYS:
+            getattr(self, name)[:filled] = arrays[name]
+        self._cursor, self._filled = cursor, filled
+        self._pending = [-1] * self.num_envs
+        live = np.flatnonzero(self.is_transition[:filled])
+        self._slot_of_id = {
+            tuple(int(v) for v in self.step_ids[slot]): int(slot) for slot in live if self.step_ids[slot, 0] >= 0
+        }  # type: ignore[misc]
+        self._counts = {
+            "transitions": len(live),
+            "advisor": int(self.has_advisor[live].sum()),
+            "clip": int(self.has_clip[live].sum()),
+        }
 
     # ------------------------------------------------------------------ reading
     def __len__(self) -> int:

@@ -63,7 +63,7 @@ def test_observation_layout_and_render():
     assert env.observation_space.contains(obs)
     assert obs["bev"][1].max() == 255  # the route is drawn
     assert env.render().shape == (192, 192, 3)
-    assert info["step_id"] == (0, 0) and info["command"] == 4 and info["infractions"] == []
+    assert info["step"] == 0 and info["command"] == 4 and info["infractions"] == []
 
 
 def test_registered_id_builds_the_env():

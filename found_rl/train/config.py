@@ -1,0 +1,356 @@
+"""Run configs of ``found-rl train``: one validated YAML that says everything a run depends on.
+
+A run config names a scenario and how to learn on it. ``found-rl train FILE`` also takes a bare
+scenario file and trains it with :func:`default_run_config`. ``--set key=value`` edits any field
+by its dotted path before validation, so a mistyped key is refused like one in the file. The
+resolved config (every default filled in, paths absolute) is written into the run folder, and
+``--resume`` compares against it.
+
+Example::
+
+    scenario: quickstart.yaml
+    algorithm: sac
+    network: cpu
+    advisor: {spawn: expert}
+    guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 0.5}}
+    budget: {env_steps: 30000}
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from found_rl.scenario import format_field_error, yaml_problem
+
+ALGORITHMS = ("sac", "ppo")
+DEVICES = ("auto", "cpu", "cuda")
+EXECUTORS = ("inprocess", "process", "ray")
+NETWORKS = ("auto", "roach", "cpu")
+REFERENCE_AGENTS = ("still", "throttle", "expert")
+RESUMABLE_CHANGES = ("budget.",)
+"""Keys a resumed run may change: a run can be given more steps or time, nothing else."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return value
+
+
+FiniteFloat = Annotated[float, BeforeValidator(_finite)]
+
+
+class BudgetConfig(_Strict):
+    """When the run stops: whichever limit comes first (at least one must be set)."""
+
+    env_steps: int | None = Field(30_000, ge=1, description="env steps over all clips")
+    wall_time_s: FiniteFloat | None = Field(None, gt=0, description="seconds of wall time")
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> BudgetConfig:
+        if self.env_steps is None and self.wall_time_s is None:
+            raise ValueError("give env_steps or wall_time_s (or both)")
+        return self
+
+
+class SamplerConfig(_Strict):
+    """FAST sampling (METHOD §4)."""
+
+    clips: int = Field(4, ge=1, le=256, description="N clips stepped in lock-step")
+    executor: Literal["inprocess", "process", "ray"] = "process"
+    rho: FiniteFloat = Field(0.5, gt=0, le=1, description="ended fraction that triggers global truncation")
+    horizon: int = Field(1000, ge=1, description="T_max: lock-steps before an episode is truncated")
+
+    @model_validator(mode="after")
+    def _one_simulator_per_process(self) -> SamplerConfig:
+        # libsumo runs one simulation per process: several in-process clips would share it.
+        if self.executor == "inprocess" and self.clips > 1:
+            raise ValueError(
+                f"executor 'inprocess' runs every clip in this process, but SUMO allows one simulation per "
+                f"process; use executor 'process' for clips={self.clips}"
+            )
+        return self
+
+
+class LearnerConfig(_Strict):
+    """Learner settings; SAC's follow CleanRL, PPO's follow METHOD §4 (SMPO)."""
+
+    batch_size: int = Field(128, ge=1)
+    gamma: FiniteFloat = Field(0.99, ge=0, le=1)
+    policy_lr: FiniteFloat = Field(3e-4, gt=0)
+    q_lr: FiniteFloat = Field(1e-3, gt=0, description="SAC critic learning rate")
+    tau: FiniteFloat = Field(0.005, gt=0, le=1)
+    alpha: FiniteFloat = Field(0.2, gt=0, description="SAC entropy coefficient (initial when autotuned)")
+    autotune: bool = True
+    drq_pad_px: int = Field(0, ge=0, description="random-shift augmentation in px (0 = off)")
+    updates_per_step: FiniteFloat = Field(
+        0.25, gt=0, description="gradient updates per env step (update-to-data ratio; SAC)"
+    )
+    learning_starts: int = Field(2000, ge=1, description="env steps of uniform random actions before learning")
+    replay_capacity: int = Field(50_000, ge=64, description="observation slots of the replay buffer")
+    rollout_steps: int = Field(128, ge=1, description="PPO: lock-steps per rollout")
+    update_epochs: int = Field(4, ge=1, description="PPO: epochs per rollout")
+    num_minibatches: int = Field(4, ge=1, description="PPO: minibatches per epoch")
+
+
+class VmrConfig(_Strict):
+    """Value-Margin Regularisation (METHOD §1); the schedule is in env steps."""
+
+    enabled: bool = True
+    margin: FiniteFloat = Field(2.0, ge=0)
+    form: Literal["squared", "hinge", "softplus"] = "squared"
+    decay_start_steps: int = Field(50_000, ge=0)
+    decay_end_steps: int = Field(150_000, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> VmrConfig:
+        if self.decay_end_steps < self.decay_start_steps:
+            raise ValueError(
+                f"decay_end_steps ({self.decay_end_steps}) must be >= decay_start_steps ({self.decay_start_steps})"
+            )
+        return self
+
+
+class AwagConfig(_Strict):
+    """Advantage-Weighted Action Guidance (METHOD §2)."""
+
+    enabled: bool = True
+    coef: FiniteFloat = Field(0.01, ge=0, description="c, or its peak for the cosine schedule")
+    beta: FiniteFloat = Field(2.0, gt=0)
+    max_weight: FiniteFloat = Field(20.0, ge=1)
+    schedule: Literal["constant", "drqv2_cosine"] = "constant"
+    horizon_steps: int = Field(300_000, gt=0, description="env steps until the cosine schedule reaches 0")
+
+
+class ClipBonusConfig(_Strict):
+    """The CLIP dense reward (METHOD §3), scored by the advisor server's CLIP backend."""
+
+    enabled: bool = False
+
+
+class GuidanceConfig(_Strict):
+    vmr: VmrConfig = VmrConfig()
+    awag: AwagConfig = AwagConfig()
+    clip_bonus: ClipBonusConfig = ClipBonusConfig()
+
+    @property
+    def needs_advice(self) -> bool:
+        return self.vmr.enabled or self.awag.enabled
+
+
+def _advisor_shorthand(value: Any) -> Any:
+    """``none`` / a URL / a list of URLs / ``spawn:BACKEND`` → the full mapping."""
+    if value is None or value == "none":
+        return {}
+    if isinstance(value, str):
+        if value.startswith("spawn:"):
+            return {"spawn": value.removeprefix("spawn:")}
+        return {"urls": [value]}
+    if isinstance(value, list):
+        return {"urls": value}
+    return value
+
+
+class AdvisorConfig(_Strict):
+    """Where advice comes from: nowhere, running servers (replicas), or a server this run starts."""
+
+    urls: list[str] = Field(default_factory=list, description="base URLs of running advisor servers")
+    spawn: str | None = Field(None, description="start `found-rl serve --advisor SPAWN` for this run")
+    spawn_options: dict[str, Any] = Field(default_factory=dict, description="its --advisor-option pairs")
+    clip: str | None = Field(None, description="the spawned server's --clip backend")
+    clip_options: dict[str, Any] = Field(default_factory=dict, description="its --clip-option pairs")
+    send_image: bool = Field(True, description="urls: send the RGB BEV (VLM backends read it; the expert does not)")
+    timeout_s: FiniteFloat = Field(5.0, gt=0, description="per-request deadline")
+    ready_timeout_s: FiniteFloat = Field(120.0, gt=0, description="how long a spawned server may take to load")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AdvisorConfig:
+        if self.urls and self.spawn:
+            raise ValueError("give urls or spawn, not both")
+        for url in self.urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"urls: {url!r} must start with http:// or https://")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.urls or self.spawn)
+
+
+class EvaluationConfig(_Strict):
+    """Closed-loop evaluation on held-out routes with leaderboard metrics: before training, every
+    ``every_env_steps``, and at the end."""
+
+    enabled: bool = True
+    every_env_steps: int = Field(5000, ge=1)
+    routes: int = Field(5, ge=1, description="held-out routes (random-route scenarios: drawn from held-out seeds)")
+    held_out: list[int] | None = Field(
+        None, description="route-file scenarios: indices of the evaluation routes (default: the last `routes`)"
+    )
+    seed: int = Field(10_000, ge=0, description="seed of the held-out routes and episodes")
+    references: list[Literal["still", "throttle", "expert"]] = Field(
+        default_factory=lambda: list(REFERENCE_AGENTS), description="reference policies shown beside the trained one"
+    )
+    video: bool = True
+
+
+class CheckpointConfig(_Strict):
+    every_env_steps: int = Field(10_000, ge=1)
+    save_replay: bool = Field(True, description="store the replay buffer so a resume continues exactly")
+
+
+class RunConfig(_Strict):
+    """Everything a training run depends on."""
+
+    scenario: Path
+    algorithm: Literal["sac", "ppo"] = "sac"
+    network: Literal["auto", "roach", "cpu"] = Field("auto", description="auto: cpu on a CPU, roach on CUDA")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    torch_threads: int = Field(
+        0, ge=0, description="torch intra-op threads (0: one less than the usable cores, at least 1)"
+    )
+    seed: int = Field(0, ge=0)
+    budget: BudgetConfig = BudgetConfig()
+    sampler: SamplerConfig = SamplerConfig()
+    learner: LearnerConfig = LearnerConfig()
+    guidance: GuidanceConfig = GuidanceConfig()
+    advisor: Annotated[AdvisorConfig, BeforeValidator(_advisor_shorthand)] = AdvisorConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.algorithm == "ppo" and self.guidance.vmr.enabled:
+            raise ValueError("guidance.vmr: VMR is a critic term of Q-learning; PPO has no Q function (set false)")
+        if self.algorithm == "ppo" and self.guidance.awag.enabled:
+            raise ValueError("guidance.awag: AWAG's Q-filter needs a Q function; PPO has none (set false)")
+        if self.guidance.clip_bonus.enabled and not self.advisor.enabled:
+            raise ValueError("guidance.clip_bonus: needs an advisor server with a CLIP backend (advisor)")
+        if self.guidance.clip_bonus.enabled and self.advisor.spawn and not self.advisor.clip:
+            raise ValueError("guidance.clip_bonus: the spawned server has no CLIP backend; set advisor.clip")
+        return self
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any, flag: str) -> None:
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ValueError(f"{flag} {key}=...: {part} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_overrides(data: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` pairs (value read as YAML: ``3``, ``true``, ``[a, b]``).
+
+    Raises:
+        ValueError: naming the pair that is not ``key=value``.
+    """
+    data = yaml.safe_load(yaml.safe_dump(data))  # a deep copy
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE with a dotted key, e.g. budget.env_steps=5000")
+        try:
+            value = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--set {pair!r}: value is not valid YAML: {yaml_problem(exc)}") from None
+        _set_dotted(data, key, value, "--set")
+    return data
+
+
+def _read_yaml(path: Path) -> Any:
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder; pass a scenario or run config YAML file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
+
+
+def default_run_config(scenario: Path) -> dict[str, Any]:
+    """Run settings for training straight from a scenario file: SAC with VMR and AWAG, the
+    privileged expert served as the advisor (so it runs on any CPU), the budget of the quickstart."""
+    return {
+        "scenario": str(scenario.resolve()),
+        "advisor": {"spawn": "expert"},
+        "guidance": {
+            # The published schedules (50k–300k steps) are for 1M-step runs; a laptop budget
+            # keeps the margin on throughout and leans on AWAG harder (docs/method.md).
+            "vmr": {"enabled": True, "decay_start_steps": 20_000, "decay_end_steps": 40_000},
+            "awag": {"enabled": True, "coef": 0.5},
+        },
+    }
+
+
+def is_run_config(data: Any) -> bool:
+    """A run config names its scenario; a scenario file has a ``map``."""
+    return isinstance(data, dict) and "scenario" in data and "map" not in data
+
+
+def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
+    """Validate parsed YAML, resolving ``scenario`` against ``base_dir``.
+
+    Raises:
+        ValueError: one line per problem, each naming ``source`` and the field.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a mapping of run settings, got {type(data).__name__}")
+    if isinstance(data.get("scenario"), str):
+        data = {**data, "scenario": str((base_dir / data["scenario"]).resolve())}
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError("\n".join(format_field_error(source, data, e) for e in exc.errors())) from None
+
+
+def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
+    """A run config from a run-config or scenario file, with ``--set`` overrides applied.
+
+    Raises:
+        FileNotFoundError: the file (or the scenario it names) does not exist.
+        ValueError: malformed YAML, an unknown key or a bad value (file and field named).
+    """
+    from found_rl.scenario import load_scenario
+
+    data = _read_yaml(path)
+    if not is_run_config(data):
+        load_scenario(path)  # the scenario's own errors, before anything starts
+        data = default_run_config(path)
+    source = f"{path}" + (" with --set" if overrides else "")
+    config = validate_run_config(apply_overrides(data, overrides or []), source, path.parent)
+    load_scenario(config.scenario)
+    return config
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ, with both values (for refusing a mismatched resume)."""
+    differences = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            differences += config_differences(a, b, f"{path}.")
+        elif a != b:
+            differences.append(f"{path}: {a!r} in the run, {b!r} now")
+    return differences

@@ -1,0 +1,117 @@
+"""Learning curves from run folders: read, align over seeds, summarise, draw.
+
+Runs of one variant evaluate at the same env-step marks (same config, different seeds), so
+their curves are aligned on the marks they all share; the summary is the mean and the min–max
+spread over runs at each mark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from found_rl.atomic import replaced_atomically
+from found_rl.train.run_folder import RunFolder, read_jsonl
+
+
+@dataclass
+class RunCurve:
+    run_dir: Path
+    env_steps: np.ndarray
+    values: dict[str, np.ndarray]
+
+
+@dataclass
+class CurveGroup:
+    label: str
+    runs: list[RunCurve] = field(default_factory=list)
+
+    def aligned(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(marks, values)``: the env-step marks every run evaluated at, and ``(runs, marks)`` values."""
+        marks = self.runs[0].env_steps
+        for curve in self.runs[1:]:
+            marks = np.intersect1d(marks, curve.env_steps)
+        values = np.stack([
+            curve.values[metric][np.searchsorted(curve.env_steps, marks)] for curve in self.runs
+        ]) if len(marks) else np.zeros((len(self.runs), 0))
+        return marks, values
+
+
+def read_curve(run_dir: Path) -> RunCurve:
+    """The evaluations of one run folder.
+
+    Raises:
+        FileNotFoundError: the folder has no ``evaluations.jsonl``.
+        ValueError: it has no evaluation yet.
+    """
+    path = RunFolder(run_dir).evaluations_jsonl
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: no evaluations.jsonl; is it a found-rl train run folder?")
+    rows = sorted(read_jsonl(path), key=lambda r: r["env_steps"])
+    if not rows:
+        raise ValueError(f"{path}: holds no evaluation yet")
+    steps = np.array([r["env_steps"] for r in rows], np.int64)
+    keys = ("route_completion", "driving_score", "infraction_penalty")
+    return RunCurve(run_dir, steps, {k: np.array([float(r[k]) for r in rows]) for k in keys})
+
+
+def load_curves(specs: list[str]) -> dict[str, CurveGroup]:
+    """Group ``[LABEL=]RUN_DIR`` specs by label (runs without one share the label ``runs``)."""
+    groups: dict[str, CurveGroup] = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            label, path = "runs", spec
+        groups.setdefault(label, CurveGroup(label)).runs.append(read_curve(Path(path)))
+    return groups
+
+
+def steps_to_threshold(marks: np.ndarray, values: np.ndarray, threshold: float) -> int | None:
+    """First mark at which the mean over runs reaches ``threshold``; ``None`` if never."""
+    if values.size == 0:
+        return None
+    reached = np.flatnonzero(values.mean(axis=0) >= threshold)
+    return int(marks[reached[0]]) if reached.size else None
+
+
+def plot_curves(
+    groups: dict[str, CurveGroup], out: Path, metrics: tuple[str, ...], title: str = ""
+) -> None:
+    """Draw one panel per metric: per group the mean over runs and the min–max band."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), squeeze=False)
+    first_run = next(iter(groups.values())).runs[0].run_dir
+    references_path = RunFolder(first_run).references
+    references = json.loads(references_path.read_text()) if references_path.is_file() else {}
+    for axis, metric in zip(axes[0], metrics):
+        for group in groups.values():
+            marks, values = group.aligned(metric)
+            if not len(marks):
+                continue
+            mean = values.mean(axis=0)
+            line = axis.plot(marks, mean, label=f"{group.label} (n={len(group.runs)})")[0]
+            if len(group.runs) > 1:
+                axis.fill_between(marks, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
+        for name, scores in references.items():
+            axis.axhline(scores[metric], linestyle="--", linewidth=1, color="grey")
+            axis.annotate(name, (axis.get_xlim()[0], scores[metric]), fontsize=8, color="grey",
+                          xytext=(2, 2), textcoords="offset points")
+        axis.set_xlabel("env steps")
+        axis.set_ylabel(metric.replace("_", " "))
+        axis.set_ylim(-0.02, 1.02)
+        axis.grid(alpha=0.3)
+        axis.legend(loc="lower right")
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    with replaced_atomically(out) as tmp:
+        figure.savefig(tmp, format="png", dpi=100)
+    plt.close(figure)

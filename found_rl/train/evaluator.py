@@ -1,0 +1,217 @@
+"""Periodic closed-loop evaluation of a training run on held-out routes.
+
+The held-out routes are written once into the run folder as a leaderboard ``eval_routes.xml``
+(a route-file scenario's held-out routes, or routes drawn with a held-out seed for a scenario of
+random routes), so ``found-rl eval --routes RUN/eval_routes.xml`` repeats any evaluation.
+
+libsumo runs one simulation per process, so the evaluation env lives in a worker process of
+its own, started once (``spawn``: it needs torch, which must not be forked) and kept for the
+whole run. It drives the latest checkpoint and the reference policies with the same
+leaderboard evaluation as ``found-rl eval`` and writes the same results JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from found_rl.atomic import replaced_atomically
+from found_rl.scenario import RoutesConfig, Scenario, load_scenario
+
+_REPLY_TIMEOUT_S = 3600.0
+
+
+def prepare_eval_routes(
+    scenario: Scenario, count: int, held_out: list[int] | None, seed: int, out: Path
+) -> list[int] | None:
+    """Write the evaluation routes to ``out``; return the training route indices.
+
+    Returns:
+        The route indices training may draw from, or ``None`` for a random-route scenario (its
+        training routes come from training seeds; the evaluation routes from ``seed``).
+
+    Raises:
+        ValueError: held-out indices outside the route file, or no route left to train on.
+    """
+    from found_rl.routes import parse_routes, write_routes
+
+    if scenario.routes.file is not None:
+        routes = parse_routes(scenario.routes.file)
+        if held_out is None and len(routes) < 2:
+            raise ValueError(
+                f"{scenario.routes.file}: holds {len(routes)} route; training on a route file needs at least 2 "
+                "(the last evaluation.routes are held out for evaluation)"
+            )
+        first = len(routes) - min(count, len(routes) - 1)
+        indices = held_out if held_out is not None else list(range(first, len(routes)))
+        if not indices:
+            raise ValueError("evaluation.held_out: is empty; name at least one route to evaluate on")
+        bad = [i for i in indices if not 0 <= i < len(routes)]
+        if bad:
+            raise ValueError(
+                f"evaluation.held_out: indices {bad} lie outside {scenario.routes.file} ({len(routes)} routes)"
+            )
+        train = [i for i in range(len(routes)) if i not in set(indices)]
+        if not train:
+            raise ValueError(
+                f"evaluation.held_out: all {len(routes)} routes of {scenario.routes.file} are held out; "
+                "leave at least one to train on"
+            )
+        if not out.exists():
+            with replaced_atomically(out) as tmp:
+                write_routes(tmp, [routes[i] for i in indices])
+        return train
+    if not out.exists():
+        specs = _draw_routes(scenario, count, seed)
+        with replaced_atomically(out) as tmp:
+            write_routes(tmp, specs)
+    return None
+
+
+def _draw_routes(scenario: Scenario, count: int, seed: int) -> list[Any]:
+    """Routes of the scenario's random length that turn at lights, from a held-out seed."""
+    from found_rl.maps import build_network, read_network
+    from found_rl.routes import RoutePlanner
+    from found_rl.routes.generate import generate_routes, sparse_waypoints
+    from found_rl.routes.leaderboard import RouteSpec
+    from found_rl.sim.sumo.frames import SumoFrame
+
+    net = read_network(build_network(scenario.map))
+    planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))
+    length = float(scenario.routes.random_length_m or 150.0)
+    rng = np.random.default_rng(seed)
+    try:
+        return generate_routes(planner, rng, count, length)
+    except ValueError:  # a map without signalised turns: plain random drives
+        spans = [planner.random_spans(rng, length) for _ in range(count)]
+        return [RouteSpec(str(i), "", sparse_waypoints(planner, s)) for i, s in enumerate(spans)]
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Global scores of one evaluation (fractions, not percent) and where its records are."""
+
+    agent: str
+    route_completion: float
+    driving_score: float
+    infraction_penalty: float
+    infractions_per_km: dict[str, float]
+    results_path: str
+    video_path: str | None
+
+
+def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int) -> None:
+    """The evaluation process: one env, commands from the trainer until it says stop."""
+    import torch
+
+    torch.set_num_threads(1)  # the trainer and the env workers own the other cores
+    from found_rl.env import DrivingEnv
+    from found_rl.evaluation.agents import CheckpointAgent, make_agent
+    from found_rl.evaluation.results import ResultsFile
+    from found_rl.evaluation.runner import evaluate
+    from found_rl.routes import parse_routes
+
+    try:
+        scenario = load_scenario(scenario_path)
+        scenario = scenario.model_copy(update={"routes": RoutesConfig(file=Path(routes_path))})
+        num_routes = len(parse_routes(routes_path))
+        env = DrivingEnv(scenario, render_mode="rgb_array")
+    except Exception as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", num_routes))
+    try:
+        while True:
+            command, payload = conn.recv()
+            if command == "stop":
+                return
+            try:
+                agent = make_agent(payload["agent"])
+                if isinstance(agent, CheckpointAgent):
+                    agent.check_observation_space(env.observation_space)
+                identity = {"routes": routes_path, "agent": payload["label"], "seed": seed, **payload["identity"]}
+                results = ResultsFile(payload["results_path"], identity, total=num_routes)
+                video_dir = Path(payload["video_dir"]) if payload.get("video_dir") else None
+                scores = evaluate(
+                    env, agent, results, num_routes=num_routes, repetitions=1, seed=seed,
+                    video_dir=video_dir, show_progress=False, video_episodes=1,
+                )
+                video = sorted(video_dir.glob("0000_*.gif")) if video_dir is not None else []
+                conn.send(("ok", EvaluationResult(
+                    agent=payload["label"],
+                    route_completion=scores.route_completion,
+                    driving_score=scores.driving_score,
+                    infraction_penalty=scores.infraction_penalty,
+                    infractions_per_km={kind.value: rate for kind, rate in scores.infractions_per_km.items()},
+                    results_path=payload["results_path"],
+                    video_path=str(video[0]) if video else None,
+                )))
+            except Exception as exc:
+                conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
+    finally:
+        env.close()
+
+
+class EvaluationWorker:
+    """The evaluation process, driven from the trainer.
+
+    Args:
+        scenario_path: the run's scenario file.
+        routes_path: the run's ``eval_routes.xml``.
+        seed: seed of every evaluation episode (the same episodes every time).
+    """
+
+    def __init__(self, scenario_path: Path, routes_path: Path, seed: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed),
+            name="found-rl-eval", daemon=True,
+        )
+        self.process.start()
+        child.close()
+        self.num_routes = int(self._receive("starting the evaluation env"))
+
+    def evaluate(
+        self, agent: str, label: str, results_path: Path, video_dir: Path | None, identity: dict[str, Any]
+    ) -> EvaluationResult:
+        """Drive every evaluation route with ``agent`` (an ``found-rl eval --agent`` spec).
+
+        Raises:
+            RuntimeError: the evaluation failed (the worker's error is quoted).
+        """
+        self._conn.send(("evaluate", {
+            "agent": agent, "label": label, "results_path": str(results_path),
+            "video_dir": str(video_dir) if video_dir else None, "identity": identity,
+        }))
+        return self._receive(f"evaluating {label}")
+
+    def _receive(self, doing: str) -> Any:
+        if not self._conn.poll(_REPLY_TIMEOUT_S):
+            raise RuntimeError(f"the evaluation worker did not answer while {doing}")
+        try:
+            status, payload = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"the evaluation worker died while {doing} (exit code {self.process.exitcode})"
+            ) from None
+        if status == "error":
+            raise RuntimeError(f"evaluation failed while {doing}: {payload}")
+        return payload
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            with contextlib.suppress(BrokenPipeError, OSError):
+                self._conn.send(("stop", None))
+            self.process.join(timeout=10.0)
+        if self.process.is_alive():
+            self.process.terminate()  # our own child, by its handle
+            self.process.join(timeout=5.0)
+        self._conn.close()

@@ -1,0 +1,172 @@
+"""The training run folder (ARCHITECTURE §9): where each file of a run lives.
+
+::
+
+    RUN/
+      config.yaml            resolved run config (every default filled in)
+      eval_routes.xml        the held-out evaluation routes (leaderboard layout)
+      references.json        the reference policies' scores on those routes
+      evaluations.jsonl      one line per evaluation: env_steps, route_completion, driving_score, ...
+      evaluations/           one leaderboard results JSON per evaluation
+      videos/                the BEV video of the first evaluation route, per evaluation
+      checkpoints/           checkpoint.pt (+ its replay_*.npz), policy_eval.pt
+      policy.pt              the final policy (``found-rl eval --agent checkpoint:RUN/policy.pt``)
+      events.out.tfevents.*  TensorBoard
+      advisor_server.log     the spawned advisor server's log
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from found_rl.atomic import replaced_atomically
+from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def eval_routes(self) -> Path:
+        return self.root / "eval_routes.xml"
+
+    @property
+    def references(self) -> Path:
+        return self.root / "references.json"
+
+    @property
+    def evaluations_jsonl(self) -> Path:
+        return self.root / "evaluations.jsonl"
+
+    @property
+    def evaluations(self) -> Path:
+        return self.root / "evaluations"
+
+    @property
+    def videos(self) -> Path:
+        return self.root / "videos"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.checkpoints / "checkpoint.pt"
+
+    @property
+    def eval_policy(self) -> Path:
+        return self.checkpoints / "policy_eval.pt"
+
+    @property
+    def final_policy(self) -> Path:
+        return self.root / "policy.pt"
+
+    @property
+    def server_log(self) -> Path:
+        return self.root / "advisor_server.log"
+
+    def create(self, config: RunConfig) -> None:
+        """Make a new run folder holding ``config``.
+
+        Raises:
+            FileExistsError: the folder already holds a run (resume it with ``--resume``).
+            NotADirectoryError: the path is a file.
+        """
+        if self.root.exists() and not self.root.is_dir():
+            raise NotADirectoryError(f"--run-dir {self.root}: is a file, not a folder")
+        if self.config.exists():
+            raise FileExistsError(
+                f"--run-dir {self.root}: already holds a run ({self.config.name}); continue it with "
+                f"--resume {self.root}, or pass a new --run-dir"
+            )
+        self.root.mkdir(parents=True, exist_ok=True)
+        with replaced_atomically(self.config) as tmp:
+            tmp.write_text(yaml.safe_dump(config.to_yaml_dict(), sort_keys=False))
+
+    def stored_config(self) -> dict[str, Any]:
+        """The resolved config the run was started with.
+
+        Raises:
+            FileNotFoundError: the folder holds no run.
+            ValueError: the stored config is not YAML.
+        """
+        if not self.config.is_file():
+            raise FileNotFoundError(f"--resume {self.root}: no run here ({self.config.name} is missing)")
+        try:
+            data = yaml.safe_load(self.config.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--resume {self.root}: {self.config.name} is not valid YAML ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"--resume {self.root}: {self.config.name} does not hold a run config")
+        return data
+
+    def check_resumable_with(self, config: RunConfig) -> None:
+        """Refuse to continue a run under a config that differs beyond its budget.
+
+        Raises:
+            ValueError: listing every differing key with both values.
+        """
+        differences = [
+            line for line in config_differences(self.stored_config(), config.to_yaml_dict())
+            if not line.startswith(RESUMABLE_CHANGES)
+        ]
+        if differences:
+            raise ValueError(
+                f"--resume {self.root}: the run was made with a different config; differing keys:\n  "
+                + "\n  ".join(differences)
+            )
+
+    def update_config(self, config: RunConfig) -> None:
+        """Store the (budget-extended) config of a resumed run."""
+        with replaced_atomically(self.config) as tmp:
+            tmp.write_text(yaml.safe_dump(config.to_yaml_dict(), sort_keys=False))
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one line with one write call, flushed to disk (no half line survives a crash)."""
+    line = json.dumps(record) + "\n"
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every complete line of a JSONL file (a torn last line is ignored).
+
+    Raises:
+        ValueError: a line in the middle is not JSON (names the file and line).
+    """
+    if not path.is_file():
+        return []
+    records = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # a line the crash cut short
+            raise ValueError(f"{path}: line {number} is not JSON") from None
+    return records
+
+
+def truncate_jsonl(path: Path, max_env_steps: int) -> None:
+    """Keep only the evaluations up to a checkpoint (a resumed run repeats the later ones)."""
+    kept = [r for r in read_jsonl(path) if int(r.get("env_steps", 0)) <= max_env_steps]
+    with replaced_atomically(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))

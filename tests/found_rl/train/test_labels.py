@@ -1,0 +1,156 @@
+"""The label path end to end: FAST sampler → requests about o_t → a real server on loopback →
+answers attached to o_t's replay entry, late answers to overwritten entries dropped.
+
+The env is a counter whose info changes every step, so a label built from the wrong step's
+info (the published code's off-by-one) or attached to the wrong entry cannot pass. The server
+is a real ``found-rl serve`` child answering ``(speed / 100, command / 10)`` after a delay.
+"""
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from fast_sampler import FastSampler, InProcessExecutor
+from found_rl.models.observation import ObsSpec
+from found_rl.storage.replay import ReplayBuffer
+from found_rl.train.envs import ADVICE_KEY
+from found_rl.train.labels import AdvisorLink, item_id, parse_item_id
+from found_rl.train.server import SpawnedServer, free_loopback_port
+from vlm_server.backends.fixed_cost import expected_action
+from vlm_server.client import BackgroundClient
+
+
+def command_at(t: int) -> int:
+    return 1 + t % 6
+
+
+def speed_at(t: int) -> float:
+    return 0.5 * t
+
+
+class CounterEnv(gym.Env):
+    """o_t = [t]; the info that comes with o_t carries the command and speed of step t."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def __init__(self, length: int = 40) -> None:
+        self.length = length
+        self.t = 0
+
+    def _info(self) -> dict:
+        advice = {"command": command_at(self.t), "speed_mps": speed_at(self.t)}
+        return {"command": advice["command"], "speed_mps": advice["speed_mps"], ADVICE_KEY: advice}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t], np.float32), self._info()
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], np.float32), 0.0, self.t >= self.length, False, self._info()
+
+
+@pytest.fixture
+def echo_server(tmp_path):
+    """A real advisor server answering ``expected_action(command, speed)`` 30 ms after a batch."""
+    server = SpawnedServer(
+        "fixed-cost", {"base_ms": 30.0, "per_item_ms": 0.0, "error_id_prefix": "a:1."},
+        log_path=tmp_path / "server.log", ready_timeout_s=60.0,
+    )
+    with server:
+        yield server
+
+
+def run_loop(server_url: str, capacity: int, lock_steps: int) -> tuple[ReplayBuffer, AdvisorLink]:
+    sampler = FastSampler(InProcessExecutor([CounterEnv, CounterEnv]), lambda obs: np.zeros((2, 2), np.float32),
+                          rho=1.0, horizon=1000, seed=0)
+    replay = ReplayBuffer(capacity, ObsSpec(vector_dim=1), 2, num_envs=2)
+    link = AdvisorLink(BackgroundClient(server_url, timeout_s=5.0), want_actions=True, want_clip=False)
+
+    def attach(step_id, action, bonus):
+        return replay.attach_labels(tuple(step_id), action=action, clip_bonus=bonus)
+
+    env_steps = 0
+    with sampler:
+        for _ in range(lock_steps):
+            batch = sampler.step()
+            step_ids = np.stack([batch.clip_index, batch.episode_index, batch.step_index], axis=1)
+            replay.add(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
+                       batch.truncated, step_ids=step_ids, valid=batch.valid)
+            env_steps += int(batch.valid.sum())
+            link.submit_lockstep(batch, env_steps)
+            link.collect(attach, env_steps)
+            time.sleep(0.005)  # answers take 30 ms: several lock-steps late
+        deadline = time.monotonic() + 10.0
+        while link.in_flight and time.monotonic() < deadline:
+            link.collect(attach, env_steps)
+            time.sleep(0.02)
+    link.close()
+    return replay, link
+
+
+def test_late_answers_land_on_the_entry_of_o_t_with_the_command_and_speed_of_t(echo_server):
+    replay, link = run_loop(echo_server.url, capacity=400, lock_steps=60)
+    stats = link.stats
+    assert link.in_flight == 0 and stats.submitted == 120
+    # clip 1's items are answered with an error by the server: counted, not attached, not fatal
+    assert stats.failed == 60 and stats.attached == 60 and stats.dropped == 0
+    assert max(stats.latencies) >= 2  # the answers really were late
+    labelled = np.flatnonzero(replay.has_advisor)
+    assert len(labelled) == 60 and set(replay.step_ids[labelled, 0]) == {0}
+    for slot in labelled:
+        t = int(replay.step_ids[slot, 2])
+        assert replay._obs["obs"][slot, 0] == t  # the entry holds o_t ...
+        expected = expected_action(command_at(t), speed_at(t))  # ... and the answer is about step t
+        np.testing.assert_allclose(replay.advisor_actions[slot], expected, rtol=1e-6)
+
+
+def test_an_answer_whose_entry_was_overwritten_is_dropped_and_leaves_no_stale_label(echo_server):
+    replay, link = run_loop(echo_server.url, capacity=16, lock_steps=60)
+    assert link.stats.dropped > 0 and link.stats.attached + link.stats.dropped + link.stats.failed == 120
+    for slot in np.flatnonzero(replay.has_advisor):
+        t = int(replay.step_ids[slot, 2])
+        assert replay._obs["obs"][slot, 0] == t
+        np.testing.assert_allclose(replay.advisor_actions[slot], expected_action(command_at(t), speed_at(t)), rtol=1e-6)
+
+
+def test_a_down_advisor_is_reported_once_skipped_and_picked_up_again(tmp_path, caplog):
+    port = free_loopback_port()
+    link = AdvisorLink(BackgroundClient(f"http://127.0.0.1:{port}", timeout_s=0.5, max_retries=0),
+                       want_actions=True, want_clip=False, probe_interval_s=0.2)
+    advice = {"command": 4, "speed_mps": 1.0}
+    attached = []
+
+    def attach(step_id, action, bonus):
+        attached.append(step_id)
+        return True
+
+    def pump(seconds: float, until) -> None:
+        deadline = time.monotonic() + seconds
+        step = 0
+        while time.monotonic() < deadline and not until():
+            link.submit((0, 0, step), advice, np.zeros(2), step)
+            link.collect(attach, step)
+            step += 1
+            time.sleep(0.02)
+
+    try:
+        with caplog.at_level("WARNING"):
+            pump(10.0, lambda: not link.is_up)
+            assert not link.is_up
+            pump(1.0, lambda: False)
+        assert link.stats.skipped > 0
+        assert sum("unreachable" in r.message for r in caplog.records) == 1  # said once, not per request
+        with SpawnedServer("fixed-cost", {"base_ms": 1.0}, log_path=tmp_path / "s.log", port=port):
+            pump(20.0, lambda: link.is_up and attached)
+        assert link.is_up and attached
+    finally:
+        link.close()
+
+
+def test_item_ids_round_trip():
+    assert parse_item_id(item_id("a", (3, 12, 450))) == ("a", (3, 12, 450))

@@ -1,0 +1,96 @@
+"""A whole tiny training run: what lands in the run folder and in TensorBoard."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from found_rl.checkpoint import load_policy, read_checkpoint
+from found_rl.models.observation import ObsSpec
+from found_rl.models.policy import PolicySpec
+from found_rl.storage.replay import ReplayBuffer
+from found_rl.train import tags
+from found_rl.train.checkpointing import save_run_checkpoint
+from found_rl.train.run_folder import read_jsonl
+
+from .conftest import tiny_run_config
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    from found_rl.train.config import validate_run_config
+    from found_rl.train.loop import Trainer
+
+    root = tmp_path_factory.mktemp("run")
+    config = validate_run_config(tiny_run_config(
+        budget={"env_steps": 240},
+        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        evaluation={"enabled": True, "every_env_steps": 10_000, "routes": 1, "references": ["still"]},
+    ), "test", root)
+    result = Trainer(config, root / "run", show_progress=False).run()
+    return root / "run", result
+
+
+def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_policy(finished_run):
+    run_dir, result = finished_run
+    assert result.env_steps >= 240 and result.updates > 0 and not result.interrupted
+    stored = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert stored["budget"]["env_steps"] == 240 and stored["network"] == "auto"
+    rows = read_jsonl(run_dir / "evaluations.jsonl")
+    assert [row["env_steps"] for row in rows] == [0, result.env_steps]  # before training, and the final policy
+    for row in rows:
+        assert 0.0 <= row["route_completion"] <= 1.0 and 0.0 <= row["driving_score"] <= row["route_completion"]
+        results = json.loads((run_dir / "evaluations" / f"eval_{row['env_steps']:010d}.json").read_text())
+        assert results["entry_status"] == "Finished" and len(results["_checkpoint"]["records"]) == 1
+    assert list((run_dir / "videos").glob("eval_*/0000_*.gif"))
+    assert set(json.loads((run_dir / "references.json").read_text())) == {"still"}
+    policy = load_policy(run_dir / "policy.pt")  # what `found-rl eval --agent checkpoint:` loads
+    assert policy.act({"bev": np.zeros((15, 96, 96), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)
+    assert result.label_coverage > 0.5
+
+
+def test_tensorboard_gets_the_documented_tags(finished_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir, _ = finished_run
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "histograms": 0})
+    events.Reload()
+    scalars = set(events.Tags()["scalars"])
+    expected = {*tags.EVAL_TAGS, *tags.PERF_TAGS, "guidance/advisor_up", "guidance/label_coverage_replay",
+                "losses/qf_loss", "losses/actor_loss", "guidance/vmr_loss", "guidance/awag_loss"}
+    assert expected <= scalars, sorted(expected - scalars)
+    assert all(tag.split("/")[0] in {"charts", "losses", "guidance", "perf"} for tag in scalars)
+
+
+def test_plot_draws_the_curves_of_runs(finished_run, tmp_path):
+    from found_rl import cli
+
+    run_dir, _ = finished_run
+    out = tmp_path / "curve.png"
+    assert cli.main(["plot", f"a={run_dir}", f"a={run_dir}", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_full_disk_while_checkpointing_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch):
+    spec = PolicySpec("sac", ObsSpec(vector_dim=1), 2)
+    replay = ReplayBuffer(64, ObsSpec(vector_dim=1), 2)
+    path = tmp_path / "checkpoints" / "checkpoint.pt"
+    save_run_checkpoint(path, spec, {"w": torch.ones(1)}, {"learner": {}, "counters": {"env_steps": 10}}, replay, 10)
+    before = path.read_bytes()
+
+    def disk_full(self, file):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ReplayBuffer, "save", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        state = {"learner": {}, "counters": {"env_steps": 20}}
+        save_run_checkpoint(path, spec, {"w": torch.zeros(1)}, state, replay, 20)
+    assert path.read_bytes() == before
+    state = read_checkpoint(path)["training_state"]
+    assert (path.parent / state["replay_file"]).is_file()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.pt", state["replay_file"]]
