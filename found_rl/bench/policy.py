@@ -5,7 +5,8 @@ random weights (speed does not depend on them): FLOPs and parameters of the acto
 frames/s at batch 1 and 64 (each variant side by side in one process: eager ``no_grad``,
 ``inference_mode`` + channels-last, and a traced + frozen TorchScript graph), and SAC gradient
 updates/s at batch 128 with the whole input path (sampling uint8 BEV batches from a replay
-buffer, pooling, converting, both critics, the delayed actor and the temperature).
+buffer, converting, both critics, the delayed actor and the temperature). Each preset reads the
+BEV it is built for: ``roach`` 15 × 96 × 96, ``cpu`` 15 × 48 × 48 (``PRESET_BEV_POOL``).
 Targets: roach ≥ 1,000 FPS at batch 1 and ≥ 5,000 at batch 64 (the paper reports about 500);
 cpu ≥ 2,000 / ≥ 10,000 FPS and ≥ 10 SAC updates/s at batch 128 on 2 cores (issue 10).
 """
@@ -24,7 +25,6 @@ TARGETS: dict[str, dict[str, float]] = {
     "roach": {"fps_b1": 1_000.0, "fps_b64": 5_000.0},
     "cpu": {"fps_b1": 2_000.0, "fps_b64": 10_000.0, "sac_updates_per_s": 10.0},
 }
-BEV_SHAPE = (15, 96, 96)
 STATE_DIM = 10
 SAC_BATCH = 128
 
@@ -58,6 +58,14 @@ def _eager_frames_per_second(model: Any, bev: Any, state: Any, batch: int, min_s
             return calls * batch / elapsed
 
 
+def bev_shape(preset: str) -> tuple[int, int, int]:
+    """The BEV the preset reads: 15 channels, 192 px max-pooled by its ``PRESET_BEV_POOL``."""
+    from found_rl.models.encoders import PRESET_BEV_POOL
+
+    side = 192 // PRESET_BEV_POOL[preset]
+    return (15, side, side)
+
+
 def actor_cost(preset: str) -> tuple[int, int]:
     """``(FLOPs per frame, parameters)`` of the SAC actor of a preset (a MAC counts 2 FLOPs)."""
     import torch
@@ -76,7 +84,7 @@ def actor_cost(preset: str) -> tuple[int, int]:
     layers = [m for m in actor.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     hooks = [layer.register_forward_hook(count) for layer in layers]
     with torch.no_grad():
-        actor.act({"bev": torch.zeros((1, *BEV_SHAPE), dtype=torch.uint8), "state": torch.zeros(1, STATE_DIM)})
+        actor.act({"bev": torch.zeros((1, *bev_shape(preset)), dtype=torch.uint8), "state": torch.zeros(1, STATE_DIM)})
     for hook in hooks:
         hook.remove()
     return 2 * macs, sum(p.numel() for p in actor.parameters())
@@ -87,7 +95,7 @@ def _actor(preset: str) -> Any:
     from found_rl.models.observation import ObsSpec
     from found_rl.models.policy import PolicySpec, build_actor
 
-    spec = PolicySpec("sac", ObsSpec(bev_shape=BEV_SHAPE, state_dim=STATE_DIM), 2, network_preset(preset))
+    spec = PolicySpec("sac", ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM), 2, network_preset(preset))
     return build_actor(spec).eval()
 
 
@@ -101,12 +109,12 @@ def sac_updates_per_second(preset: str, min_seconds: float, batch_size: int = SA
     from found_rl.models.observation import ObsSpec
     from found_rl.storage.replay import ReplayBuffer
 
-    spec = ObsSpec(bev_shape=BEV_SHAPE, state_dim=STATE_DIM)
+    spec = ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM)
     sac = SAC(spec, 2, SacConfig(batch_size=batch_size, network=network_preset(preset), guidance=("vmr", "awag")))
     rng = np.random.default_rng(0)
     clips = 4
     replay = ReplayBuffer(2_048, spec, 2, num_envs=clips)
-    obs = {"bev": rng.integers(0, 2, (clips, *BEV_SHAPE), dtype=np.uint8) * 255,
+    obs = {"bev": rng.integers(0, 2, (clips, *spec.bev_shape), dtype=np.uint8) * 255,
            "state": rng.normal(size=(clips, STATE_DIM)).astype(np.float32)}
     no = np.zeros(clips, bool)
     for step in range(400):
@@ -137,6 +145,7 @@ def measure(
 
     torch.manual_seed(0)
     actor = _actor(preset)
+    shape = bev_shape(preset)
 
     class DeterministicActor(torch.nn.Module):
         """(bev uint8, state) → tanh(mean): a tensor-only signature that TorchScript can trace."""
@@ -157,7 +166,7 @@ def measure(
     rng = np.random.default_rng(0)
     channels_last_model = DeterministicActor(copy.deepcopy(actor)).eval().to(memory_format=torch.channels_last)
     for batch in batch_sizes:
-        bev = torch.as_tensor(rng.integers(0, 256, (batch, *BEV_SHAPE), dtype=np.uint8))
+        bev = torch.as_tensor(rng.integers(0, 256, (batch, *shape), dtype=np.uint8))
         state = torch.as_tensor(rng.normal(size=(batch, STATE_DIM)).astype(np.float32))
         # Plain eager baseline: autograd off with no_grad, not inference_mode.
         with torch.no_grad():
@@ -188,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     measured = {"fps_b1": best[1], "fps_b64": best[64], "sac_updates_per_s": updates}
     report = {
         "preset": preset,
+        "bev_shape": list(bev_shape(preset)),
         **measured,
         "flops_per_frame": flops,
         "parameters": parameters,
@@ -209,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
     eager = results["eager no_grad"]
     table = Table(
         title=(
-            f"policy preset {preset!r}: {flops / 1e6:.1f} MFLOP/frame, {parameters:,} actor parameters; CPU "
+            f"policy preset {preset!r} on a {'×'.join(map(str, bev_shape(preset)))} BEV: {flops / 1e6:.2f} "
+            f"MFLOP/frame, {parameters:,} actor parameters; CPU "
             f"inference ({report['torch_threads']} torch threads, load {report['load_average_1min']:.1f})"
         )
     )

@@ -43,6 +43,8 @@ def _measure(args: argparse.Namespace, advisor: str, root: Path) -> dict[str, An
         f"sampler.clips={args.clips}", "network=cpu", "evaluation.enabled=false",
         "checkpoint.every_env_steps=100000000", "checkpoint.save_replay=false", f"advisor={advisor}",
     ]
+    if advisor == "none":  # the same run without guidance: nothing to label
+        overrides += ["guidance.vmr.enabled=false", "guidance.awag.enabled=false"]
     config = load_run_config(args.scenario, overrides)
     result = Trainer(config, root / advisor.replace(":", "-"), show_progress=not args.no_progress).run()
     return {

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         observation = "bev" if args.agent.startswith(("checkpoint:", "advisor:")) else "state"  # others read no BEV
         render_mode = "rgb_array" if args.video_dir is not None else None
-        env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode)
+        bev = {"bev_config": agent.bev_config()} if isinstance(agent, CheckpointAgent) else {}
+        env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode, **bev)
         if isinstance(agent, CheckpointAgent):
             agent.check_observation_space(env.observation_space)
         evaluate(

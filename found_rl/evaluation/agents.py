@@ -86,6 +86,17 @@ class CheckpointAgent:
         self.name = f"checkpoint:{path}"
         self.policy = load_policy(checkpoint, device=device)
 
+    def bev_config(self) -> Any:
+        """The renderer settings the policy was trained with: the default BEV, max-pooled to the
+        policy's input size (the ``cpu`` preset reads 48 × 48, the ``roach`` one 96 × 96)."""
+        from found_rl.bev import BevConfig
+
+        default = BevConfig()
+        shape = self.policy.spec.obs.bev_shape
+        if shape is None or default.size_px % shape[-1]:
+            return default
+        return BevConfig(pool=default.size_px // shape[-1])
+
     def check_observation_space(self, space: Any) -> None:
         """Refuse an env whose observations the policy was not built for, before the first episode.
 

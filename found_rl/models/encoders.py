@@ -6,10 +6,11 @@ fused into one feature vector (256). Every width is configurable; :data:`NETWORK
 the two configurations users pick from (``roach`` for GPUs, ``cpu`` for laptops).
 
 The input path is kept cheap because on a CPU it dominates small networks (issue 10: turning a
-uint8 BEV batch into floats cost about 80 ms of a 0.7 s SAC update): the optional max-pooling
-runs on uint8, the 1/255 scale is folded into the first convolution's weights instead of
-multiplying every pixel, and a batch is converted once (:meth:`BevStateEncoder.prepare`) even
-when several networks read it.
+uint8 BEV batch into floats cost about 80 ms of a 0.7 s SAC update): the 1/255 scale is folded
+into the first convolution's weights instead of multiplying every pixel, a batch is converted
+once (:meth:`BevStateEncoder.prepare`) even when several networks read it, and the ``cpu``
+preset reads a BEV the renderer max-pools 4× instead of 2× (48 × 48: a quarter of the pixels
+to convert and a quarter of the replay memory; :data:`PRESET_BEV_POOL`).
 """
 
 from __future__ import annotations
@@ -35,16 +36,13 @@ class EncoderConfig:
     """hidden widths of the state MLP"""
     features_dim: int = 256
     """width of the fused feature vector"""
-    input_pool: int = 1
-    """max-pool the uint8 BEV by this factor before anything else (1 = off); Roach's own 192→96
-    step is a max-pool too, so thin lines and small actors survive it"""
     stem_kernel: int = 3
     """kernel of the first convolution (the others are 3×3)"""
     stem_stride: int = 2
     """stride of the first convolution (the others use 2)"""
 
     def __post_init__(self) -> None:
-        for name in ("input_pool", "stem_kernel", "stem_stride"):
+        for name in ("stem_kernel", "stem_stride"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EncoderConfig.{name}: expected an int >= 1, got {getattr(self, name)}")
         for name in ("conv_channels", "state_hidden"):
@@ -66,7 +64,6 @@ class EncoderConfig:
             state_hidden=tuple(data["state_hidden"]),
             features_dim=int(data["features_dim"]),
             # absent in checkpoints written before the presets: the Roach stem
-            input_pool=int(data.get("input_pool", 1)),
             stem_kernel=int(data.get("stem_kernel", 3)),
             stem_stride=int(data.get("stem_stride", 2)),
         )
@@ -95,7 +92,7 @@ class PixelScaledConv2d(nn.Conv2d):
 class BevStateEncoder(nn.Module):
     """Encodes ``{"bev": (B, C, H, W) uint8, "state": (B, S) float32}`` into ``(B, features_dim)``.
 
-    A ``bev`` that is already float holds :meth:`prepare` output (pooled, unscaled 0..255).
+    A ``bev`` that is already float holds :meth:`prepare` output (unscaled 0..255).
     """
 
     def __init__(
@@ -106,12 +103,6 @@ class BevStateEncoder(nn.Module):
     ):
         super().__init__()
         channels, height, width = bev_shape
-        self.input_pool = config.input_pool
-        if height % self.input_pool or width % self.input_pool:
-            raise ValueError(
-                f"EncoderConfig.input_pool: {self.input_pool} does not divide the BEV size {height}×{width}"
-            )
-        height, width = height // self.input_pool, width // self.input_pool
         layers: list[nn.Module] = []
         in_channels = channels
         for index, out_channels in enumerate(config.conv_channels):
@@ -135,17 +126,12 @@ class BevStateEncoder(nn.Module):
         self.features_dim = config.features_dim
 
     def prepare(self, obs: TensorObs) -> TensorObs:
-        """The BEV pooled (on uint8) and converted to float once, for several forward passes."""
+        """The BEV converted to float once, for several forward passes (values stay 0..255)."""
         if not isinstance(obs, dict):
             raise TypeError("BevStateEncoder: expected a dict observation with 'bev' and 'state'")
-        bev = obs["bev"]
-        if bev.dtype != torch.uint8:
+        if obs["bev"].dtype != torch.uint8:
             return obs
-        if self.input_pool > 1:  # a max-pool on uint8, as a reshape (works in any memory format)
-            batch, channels, height, width = bev.shape
-            pool = self.input_pool
-            bev = bev.reshape(batch, channels, height // pool, pool, width // pool, pool).amax(dim=(3, 5))
-        return {"bev": bev.float(), "state": obs["state"]}
+        return {"bev": obs["bev"].float(), "state": obs["state"]}
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         # uint8 masks → [0, 1] as SB3's normalize_images; the 1/255 lives in the first conv
@@ -212,15 +198,14 @@ class NetworkConfig:
 NETWORK_PRESETS: dict[str, NetworkConfig] = {
     # Roach / Found-RL widths: 87 MFLOP a frame, for GPUs.
     "roach": NetworkConfig(),
-    # Small enough to learn on 2 CPU cores (issue 10): a uint8 2×2 max-pool, 4×4 patches, three
-    # narrow convolutions and 128-wide heads; about 1 MFLOP a frame (``found-rl bench policy``).
+    # Small enough to learn on 2 CPU cores (issue 10): on the 48 × 48 BEV, 4×4 patches, two
+    # narrow 3×3 convolutions and 128-wide heads (``found-rl bench policy --preset cpu``).
     "cpu": NetworkConfig(
         encoder=EncoderConfig(
             conv_channels=(16, 32, 32),
             bottleneck_channels=32,
             state_hidden=(64,),
             features_dim=128,
-            input_pool=2,
             stem_kernel=4,
             stem_stride=4,
         ),
@@ -229,6 +214,9 @@ NETWORK_PRESETS: dict[str, NetworkConfig] = {
     ),
 }
 """Named network configurations (``found-rl train``'s ``network:``, ``bench policy --preset``)."""
+
+PRESET_BEV_POOL: dict[str, int] = {"roach": 2, "cpu": 4}
+"""The BEV max-pooling each preset is built for (``BevConfig.pool``: 192 px → 96 or 48)."""
 
 
 def network_preset(name: str) -> NetworkConfig:

@@ -7,7 +7,8 @@ Rows where a clip is virtually continued (``valid == 0``) keep the batch rectang
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -99,6 +100,7 @@ class RolloutStorage:
         for name in names:
             setattr(self, name, torch.zeros(shape, device=self.device))
         self.step = 0
+        self._entry_of_id: dict[tuple[int, int, int], tuple[int, int]] = {}
 
     def add(
         self,
@@ -111,12 +113,15 @@ class RolloutStorage:
         truncated: torch.Tensor,
         valid: torch.Tensor,
         final_values: torch.Tensor | None = None,
+        step_ids: Sequence[tuple[int, int, int]] | None = None,
     ) -> None:
         """Record lock-step ``self.step`` (all tensors have leading dimension N).
 
         Args:
             final_values: V of the final observation for clips that ended at this step (used
                 where ``truncated``, to bootstrap); ignored elsewhere.
+            step_ids: the run-unique ``(clip, episode, step)`` id of each row (−1 for padding),
+                so late labels find their entry with :meth:`attach_labels`.
 
         Raises:
             ValueError: when the storage is already full.
@@ -138,15 +143,38 @@ class RolloutStorage:
         )
         self.final_values[t] = 0.0 if final_values is None else final_values
         self.has_clip[t] = 0.0
+        self.clip_bonus[t] = 0.0
+        for env, step_id in enumerate(step_ids or ()):
+            if step_id[0] >= 0:
+                self._entry_of_id[tuple(int(v) for v in step_id)] = (t, env)  # type: ignore[index]
         self.step += 1
 
+    def attach_labels(
+        self, step_id: tuple[int, int, int], action: Any = None, clip_bonus: float | None = None
+    ) -> bool:
+        """Attach a late CLIP bonus to the entry of ``step_id`` (entries without one are masked).
+
+        Returns:
+            False when the entry is gone: its rollout was consumed (:meth:`reset`) before the
+            answer came (ARCHITECTURE §6 drops such answers). Advisor actions are not used by
+            PPO and are ignored.
+        """
+        entry = self._entry_of_id.get(tuple(int(v) for v in step_id))  # type: ignore[arg-type]
+        if entry is None:
+            return False
+        if clip_bonus is not None:
+            self.attach_clip_bonus(*entry, clip_bonus)
+        return True
+
     def attach_clip_bonus(self, step: int, env: int, clip_bonus: float) -> None:
-        """Add a late CLIP bonus to entry ``(step, env)``; entries without one are masked."""
+        """Add a CLIP bonus to entry ``(step, env)`` of the current rollout (prefer
+        :meth:`attach_labels`, which finds the entry by step id and refuses a stale one)."""
         self.clip_bonus[step, env] = clip_bonus
         self.has_clip[step, env] = 1.0
 
     def reset(self) -> None:
         self.step = 0
+        self._entry_of_id.clear()  # a late answer must not land on the next rollout's row
 
     def compute_returns(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> RolloutSamples:
         """Masked GAE over the full rollout, flattened to ``T·N`` entries.

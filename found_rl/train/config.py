@@ -12,7 +12,7 @@ Example::
     algorithm: sac
     network: cpu
     advisor: {spawn: expert}
-    guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 0.5}}
+    guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 0.5}}   # off unless enabled
     budget: {env_steps: 30000}
 """
 
@@ -105,7 +105,7 @@ class LearnerConfig(_Strict):
 class VmrConfig(_Strict):
     """Value-Margin Regularisation (METHOD §1); the schedule is in env steps."""
 
-    enabled: bool = True
+    enabled: bool = False
     margin: FiniteFloat = Field(2.0, ge=0)
     form: Literal["squared", "hinge", "softplus"] = "squared"
     decay_start_steps: int = Field(50_000, ge=0)
@@ -123,7 +123,7 @@ class VmrConfig(_Strict):
 class AwagConfig(_Strict):
     """Advantage-Weighted Action Guidance (METHOD §2)."""
 
-    enabled: bool = True
+    enabled: bool = False
     coef: FiniteFloat = Field(0.01, ge=0, description="c, or its peak for the cosine schedule")
     beta: FiniteFloat = Field(2.0, gt=0)
     max_weight: FiniteFloat = Field(20.0, ge=1)
@@ -233,6 +233,9 @@ class RunConfig(_Strict):
             raise ValueError("guidance.vmr: VMR is a critic term of Q-learning; PPO has no Q function (set false)")
         if self.algorithm == "ppo" and self.guidance.awag.enabled:
             raise ValueError("guidance.awag: AWAG's Q-filter needs a Q function; PPO has none (set false)")
+        for name in ("vmr", "awag"):
+            if getattr(self.guidance, name).enabled and not self.advisor.enabled:
+                raise ValueError(f"guidance.{name}: needs advisor labels, but advisor is none (set advisor)")
         if self.guidance.clip_bonus.enabled and not self.advisor.enabled:
             raise ValueError("guidance.clip_bonus: needs an advisor server with a CLIP backend (advisor)")
         if self.guidance.clip_bonus.enabled and self.advisor.spawn and not self.advisor.clip:
@@ -294,6 +297,11 @@ def default_run_config(scenario: Path) -> dict[str, Any]:
     return {
         "scenario": str(scenario.resolve()),
         "advisor": {"spawn": "expert"},
+        # about 13 minutes of a 2-core laptop, whichever limit comes first
+        "budget": {"env_steps": 60_000, "wall_time_s": 780},
+        "learner": {"replay_capacity": 40_000},
+        "evaluation": {"every_env_steps": 10_000},
+        "checkpoint": {"every_env_steps": 25_000},
         "guidance": {
             # The published schedules (50k–300k steps) are for 1M-step runs; a laptop budget
             # keeps the margin on throughout and leans on AWAG harder (docs/method.md).
@@ -321,7 +329,9 @@ def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ValueError("\n".join(format_field_error(source, data, e) for e in exc.errors())) from None
+        lines = (format_field_error(source, data, e) for e in exc.errors())
+        # a rule across fields names its fields itself
+        raise ValueError("\n".join(line.replace(": (top level): ", ": ", 1) for line in lines)) from None
 
 
 def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig:

@@ -82,11 +82,13 @@ def make_training_env(
     train_routes: list[int] | None,
     with_state: bool,
     with_image: bool,
+    bev_pool: int = 2,
 ) -> gym.Env:
     """One training clip's env (called inside its worker process)."""
+    from found_rl.bev import BevConfig
     from found_rl.env import DrivingEnv
 
-    env: gym.Env = DrivingEnv(scenario)
+    env: gym.Env = DrivingEnv(scenario, bev_config=BevConfig(pool=bev_pool))
     if train_routes is not None:
         env = RouteSubset(env, train_routes)
     return AdviceInfo(env, with_state=with_state, with_image=with_image)

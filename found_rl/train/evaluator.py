@@ -107,11 +107,12 @@ class EvaluationResult:
     video_path: str | None
 
 
-def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int) -> None:
+def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int) -> None:
     """The evaluation process: one env, commands from the trainer until it says stop."""
     import torch
 
     torch.set_num_threads(1)  # the trainer and the env workers own the other cores
+    from found_rl.bev import BevConfig
     from found_rl.env import DrivingEnv
     from found_rl.evaluation.agents import CheckpointAgent, make_agent
     from found_rl.evaluation.results import ResultsFile
@@ -122,7 +123,7 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
         scenario = load_scenario(scenario_path)
         scenario = scenario.model_copy(update={"routes": RoutesConfig(file=Path(routes_path))})
         num_routes = len(parse_routes(routes_path))
-        env = DrivingEnv(scenario, render_mode="rgb_array")
+        env = DrivingEnv(scenario, render_mode="rgb_array", bev_config=BevConfig(pool=bev_pool))
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
@@ -166,13 +167,14 @@ class EvaluationWorker:
         scenario_path: the run's scenario file.
         routes_path: the run's ``eval_routes.xml``.
         seed: seed of every evaluation episode (the same episodes every time).
+        bev_pool: the BEV max-pooling the trained policy reads (``BevConfig.pool``).
     """
 
-    def __init__(self, scenario_path: Path, routes_path: Path, seed: int) -> None:
+    def __init__(self, scenario_path: Path, routes_path: Path, seed: int, bev_pool: int = 2) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed),
+            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool),
             name="found-rl-eval", daemon=True,
         )
         self.process.start()

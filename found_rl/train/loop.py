@@ -31,8 +31,8 @@ import torch
 from fast_sampler import FastSampler, StepBatch, make_executor
 from found_rl.algos.sac import SAC, SacConfig
 from found_rl.checkpoint import save_checkpoint
-from found_rl.models.encoders import network_preset
-from found_rl.models.observation import obs_spec_from_space
+from found_rl.models.encoders import PRESET_BEV_POOL, network_preset
+from found_rl.models.observation import obs_spec_from_space, obs_to_tensor
 from found_rl.scenario import load_scenario
 from found_rl.train import tags
 from found_rl.train.checkpointing import (
@@ -152,8 +152,6 @@ class Trainer:
     """
 
     def __init__(self, config: RunConfig, run_dir: Path, *, resume: bool = False, show_progress: bool = True):
-        if config.algorithm != "sac":
-            raise ValueError(f"algorithm: {config.algorithm!r} is not trained by found-rl train yet; use 'sac'")
         self.config = config
         self.folder = RunFolder(Path(run_dir))
         self.resume = resume
@@ -170,20 +168,21 @@ class Trainer:
         self._last_actor_logs: dict[str, float] = {}
 
     # ------------------------------------------------------------------ set-up
-    def _network(self) -> Any:
+    @property
+    def preset(self) -> str:
         name = self.config.network
         if name == "auto":
             name = "roach" if self.device.type == "cuda" else "cpu"
-        return network_preset(name)
+        return name
+
+    def _network(self) -> Any:
+        return network_preset(self.preset)
 
     def _sac_config(self) -> SacConfig:
         cfg, guidance = self.config.learner, self.config.guidance
-        terms = [
-            term
-            for term, on in (("vmr", guidance.vmr.enabled), ("awag", guidance.awag.enabled),
-                             ("clip_bonus", guidance.clip_bonus.enabled))
-            if on and (term == "clip_bonus" or self.config.advisor.enabled)
-        ]
+        switches = (("vmr", guidance.vmr.enabled), ("awag", guidance.awag.enabled),
+                    ("clip_bonus", guidance.clip_bonus.enabled))
+        terms = [term for term, on in switches if on]
         return SacConfig(
             gamma=cfg.gamma, tau=cfg.tau, batch_size=cfg.batch_size, policy_lr=cfg.policy_lr, q_lr=cfg.q_lr,
             alpha=cfg.alpha, autotune=cfg.autotune, drq_pad_px=cfg.drq_pad_px, guidance=tuple(terms),
@@ -229,7 +228,7 @@ class Trainer:
         want_actions, want_clip, with_image = self._wants()
         factory = functools.partial(
             make_training_env, str(config.scenario), train_routes=train_routes,
-            with_state=want_actions, with_image=with_image,
+            with_state=want_actions, with_image=with_image, bev_pool=PRESET_BEV_POOL[self.preset],
         )
         executor = make_executor([factory] * config.sampler.clips, config.sampler.executor)
         sampler = stack.enter_context(FastSampler(
@@ -237,16 +236,12 @@ class Trainer:
             seed=config.seed, seed_every_episode=True,
         ))
         self.sampler = sampler
-        obs_spec = obs_spec_from_space(sampler.observation_space)
-        self.learner = SAC(obs_spec, ACTION_DIM, self._sac_config(), device=self.device, seed=config.seed)
-        from found_rl.storage.replay import ReplayBuffer
-
-        self.replay = ReplayBuffer(
-            config.learner.replay_capacity, obs_spec, ACTION_DIM, num_envs=config.sampler.clips, device=self.device
-        )
+        self._build_learner(obs_spec_from_space(sampler.observation_space))
         self.evaluator: EvaluationWorker | None = None
         if config.evaluation.enabled:
-            self.evaluator = EvaluationWorker(config.scenario, folder.eval_routes, config.evaluation.seed)
+            self.evaluator = EvaluationWorker(
+                config.scenario, folder.eval_routes, config.evaluation.seed, PRESET_BEV_POOL[self.preset]
+            )
             stack.callback(self.evaluator.close)
         self.link = self._start_advisor(stack, want_actions, want_clip)
         from torch.utils.tensorboard import SummaryWriter
@@ -269,9 +264,43 @@ class Trainer:
         if not interrupted and self.evaluator is not None and self._evaluated_at != self.counters.env_steps:
             self._evaluate()  # the final policy, on the held-out routes
         self._checkpoint(exact=sampler.at_round_boundary)
-        save_checkpoint(folder.final_policy, self.learner.policy_spec, self.learner.actor.state_dict(),
+        save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
         return self._result(interrupted)
+
+    def _build_learner(self, obs_spec: Any) -> None:
+        """The learner and its storage: SAC with a replay buffer, or PPO with FAST rollouts."""
+        config = self.config
+        self.replay: Any = None
+        self.rollout: Any = None
+        if config.algorithm == "sac":
+            from found_rl.storage.replay import ReplayBuffer
+
+            self.learner: Any = SAC(obs_spec, ACTION_DIM, self._sac_config(), device=self.device, seed=config.seed)
+            self.replay = ReplayBuffer(
+                config.learner.replay_capacity, obs_spec, ACTION_DIM, num_envs=config.sampler.clips, device=self.device
+            )
+            self.labelled = self.replay
+            return
+        from found_rl.algos.ppo import PPO, PpoConfig
+        from found_rl.storage.rollout import RolloutStorage
+
+        cfg = config.learner
+        ppo_config = PpoConfig(
+            learning_rate=cfg.policy_lr, total_timesteps=config.budget.env_steps or 1_000_000, gamma=cfg.gamma,
+            update_epochs=cfg.update_epochs, num_minibatches=cfg.num_minibatches,
+            guidance=("clip_bonus",) if config.guidance.clip_bonus.enabled else (), network=self._network(),
+        )
+        self.learner = PPO(obs_spec, ppo_config.action_kind, ACTION_DIM, ppo_config, self.device, config.seed)
+        self.rollout = RolloutStorage(
+            cfg.rollout_steps, config.sampler.clips, obs_spec, (ACTION_DIM,), device=self.device
+        )
+        self.labelled = self.rollout
+
+    @property
+    def _policy_state(self) -> dict[str, torch.Tensor]:
+        network = self.learner.actor if self.replay is not None else self.learner.agent
+        return network.state_dict()
 
     def _start_advisor(self, stack: ExitStack, want_actions: bool, want_clip: bool) -> AdvisorLink | None:
         advisor = self.config.advisor
@@ -294,8 +323,12 @@ class Trainer:
         return link
 
     # ------------------------------------------------------------------ acting
-    def _act(self, obs: Any) -> np.ndarray:
+    def _act(self, obs: Any) -> Any:
         with self.timers.measure("policy"):
+            if self.rollout is not None:  # PPO: sample, and keep log π and V for the rollout
+                tensors, _ = obs_to_tensor(obs, self.learner.obs_spec, self.device)
+                actions, log_probs, values = self.learner.step(tensors)
+                return actions.cpu().numpy(), {"log_probs": log_probs, "values": values}
             if self.counters.env_steps < self.config.learner.learning_starts:
                 return self.warmup_rng.uniform(-1.0, 1.0, (self.config.sampler.clips, ACTION_DIM)).astype(np.float32)
             return self.learner.act(obs, deterministic=False)
@@ -329,8 +362,8 @@ class Trainer:
                 self._update()
                 if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
                     self._evaluate()
-                if counters.env_steps >= counters.next_checkpoint and self.sampler.at_round_boundary:
-                    self._checkpoint(exact=True)
+                if counters.env_steps >= counters.next_checkpoint and self._can_checkpoint():
+                    self._checkpoint(exact=self.sampler.at_round_boundary)
                 bar.update(counters.env_steps - before)
                 if time.perf_counter() - last_log >= 2.0:
                     last_log = time.perf_counter()
@@ -340,8 +373,11 @@ class Trainer:
     def _store(self, batch: StepBatch) -> None:
         valid = batch.valid
         step_ids = np.stack([batch.clip_index, batch.episode_index, batch.step_index], axis=1)
-        self.replay.add(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
-                        batch.truncated, step_ids=step_ids, valid=valid)
+        if self.replay is not None:
+            self.replay.add(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
+                            batch.truncated, step_ids=step_ids, valid=valid)
+        else:
+            self._store_rollout(batch, step_ids)
         self.counters.env_steps += int(valid.sum())
         if self.link is None:
             return
@@ -349,10 +385,28 @@ class Trainer:
             self.link.submit_lockstep(batch, self.counters.env_steps)
             self.link.collect(self._attach, self.counters.env_steps)
 
+    def _store_rollout(self, batch: StepBatch, step_ids: np.ndarray) -> None:
+        """One lock-step into the PPO rollout; V(o_{t+1}) bootstraps rows cut by truncation."""
+        def tensor(array: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(array), dtype=dtype, device=self.device)
+
+        obs, _ = obs_to_tensor(batch.obs, self.learner.obs_spec, self.device)
+        next_obs, _ = obs_to_tensor(batch.next_obs, self.learner.obs_spec, self.device)
+        final_values = self.learner.value(next_obs) if (batch.truncated & batch.valid).any() else None
+        self.rollout.add(
+            obs, tensor(batch.actions), tensor(batch.extras["log_probs"]), tensor(batch.extras["values"]),
+            tensor(batch.rewards), tensor(batch.terminated, torch.bool), tensor(batch.truncated, torch.bool),
+            tensor(batch.valid), final_values=final_values, step_ids=[tuple(row) for row in step_ids],
+        )
+        self._last_next_obs = next_obs
+
     def _attach(self, step_id: Any, action: np.ndarray | None, bonus: float | None) -> bool:
-        return self.replay.attach_labels(tuple(step_id), action=action, clip_bonus=bonus)
+        return self.labelled.attach_labels(tuple(step_id), action=action, clip_bonus=bonus)
 
     def _update(self) -> None:
+        if self.rollout is not None:
+            self._update_ppo()
+            return
         config, counters = self.config, self.counters
         if counters.env_steps < config.learner.learning_starts:
             return
@@ -369,6 +423,19 @@ class Trainer:
         if logs and counters.updates % 20 == 0:
             for tag, value in {**self._last_actor_logs, **logs}.items():
                 self.writer.add_scalar(tag, value, counters.env_steps)
+
+    def _update_ppo(self) -> None:
+        """A full rollout: masked GAE (padding never read), then SMPO-masked PPO epochs."""
+        if self.rollout.step < self.rollout.num_steps:
+            return
+        cfg = self.config.learner
+        with self.timers.measure("updates"):
+            samples = self.rollout.compute_returns(self.learner.value(self._last_next_obs), cfg.gamma, 0.95)
+            logs = self.learner.update(samples, self.counters.env_steps)
+            self.rollout.reset()
+        self.counters.updates += 1
+        for tag, value in logs.items():
+            self.writer.add_scalar(tag, value, self.counters.env_steps)
 
     def _new_steps_since_update(self) -> float:
         """Update credit earned since the last call: valid env steps × updates_per_step."""
@@ -403,7 +470,7 @@ class Trainer:
         if self.link is not None:
             stats = self.link.stats
             self.writer.add_scalar("guidance/advisor_up", float(self.link.is_up), step)
-            self.writer.add_scalar("guidance/label_coverage_replay", self.replay.label_coverage()["advisor"], step)
+            self.writer.add_scalar("guidance/label_coverage_replay", self._label_coverage(), step)
             self.writer.add_scalar("guidance/labels_in_flight", self.link.in_flight, step)
             self.writer.add_scalar("guidance/labels_dropped", stats.dropped, step)
             self.writer.add_scalar("guidance/labels_failed", stats.failed, step)
@@ -428,7 +495,7 @@ class Trainer:
         elapsed = max(time.perf_counter() - self._session_start, 1e-9)
         parts = [f"{self._session_steps() / elapsed:.0f} steps/s", f"{self._session_updates() / elapsed:.1f} upd/s"]
         if self.link is not None:
-            parts.append(f"labels {100 * self.replay.label_coverage()['advisor']:.0f}%")
+            parts.append(f"labels {100 * self._label_coverage():.0f}%")
             if not self.link.is_up:
                 parts.append("advisor DOWN")
         if self.last_evaluation is not None:
@@ -447,6 +514,7 @@ class Trainer:
         for name in self.config.evaluation.references:
             if name in stored:
                 continue
+            log.info("evaluating the reference policy %r on %d held-out routes", name, self.evaluator.num_routes)
             result = self.evaluator.evaluate(
                 name, name, self.folder.evaluations / f"reference_{name}.json", None, {"reference": name}
             )
@@ -460,7 +528,7 @@ class Trainer:
         step = counters.env_steps
         self._evaluated_at = step
         with self.timers.measure("evaluation"):
-            save_checkpoint(folder.eval_policy, self.learner.policy_spec, self.learner.actor.state_dict(),
+            save_checkpoint(folder.eval_policy, self.learner.policy_spec, self._policy_state,
                             metadata={"env_steps": step})
             results_path = folder.evaluations / f"eval_{step:010d}.json"
             results_path.unlink(missing_ok=True)  # a resumed run repeats an evaluation past its checkpoint
@@ -485,6 +553,13 @@ class Trainer:
         counters.next_evaluation = (step // every + 1) * every
 
     # ------------------------------------------------------------------ checkpoints
+    def _can_checkpoint(self) -> bool:
+        """SAC: at a FAST round boundary (no episode in flight: the resume is exact). PPO: right
+        after an update (no half rollout to save); episodes in flight restart on resume."""
+        if self.rollout is not None:
+            return self.rollout.step == 0
+        return self.sampler.at_round_boundary
+
     def _checkpoint(self, *, exact: bool) -> None:
         counters = self.counters
         with self.timers.measure("checkpoint"):
@@ -502,7 +577,7 @@ class Trainer:
                 "config": self.config.to_yaml_dict(),
             }
             replay = self.replay if self.config.checkpoint.save_replay else None
-            save_run_checkpoint(self.folder.checkpoint, self.learner.policy_spec, self.learner.actor.state_dict(),
+            save_run_checkpoint(self.folder.checkpoint, self.learner.policy_spec, self._policy_state,
                                 training_state, replay, counters.env_steps)
         every = self.config.checkpoint.every_env_steps
         counters.next_checkpoint = (counters.env_steps // every + 1) * every
@@ -515,7 +590,7 @@ class Trainer:
         if state.get("credited_steps") is not None:
             self._credited_steps = int(state["credited_steps"])
         restore_rng_states(state["rng"], {"warmup": self.warmup_rng, "sample": self.sample_rng})
-        if state.get("replay_file"):
+        if state.get("replay_file") and self.replay is not None:
             self.replay.load(self.folder.checkpoints / state["replay_file"])
         truncate_jsonl(self.folder.evaluations_jsonl, self.counters.env_steps)
         evaluations = read_jsonl(self.folder.evaluations_jsonl)
@@ -524,6 +599,13 @@ class Trainer:
         self._session_first_update = self.counters.updates
         if not state.get("exact", True):
             log.warning("the checkpoint was taken inside a round: the resumed run starts fresh episodes there")
+
+    def _label_coverage(self) -> float:
+        """Fraction of stored transitions with their advisor label (SAC replay; PPO: CLIP bonuses)."""
+        if self.replay is not None:
+            return self.replay.label_coverage()["advisor" if self.link is None or self.link.want_actions else "clip"]
+        valid = self.rollout.valid[: self.rollout.step]
+        return float((self.rollout.has_clip[: self.rollout.step] * valid).sum() / valid.sum().clamp(min=1))
 
     def _result(self, interrupted: bool) -> TrainResult:
         elapsed = max(time.perf_counter() - self._session_start, 1e-9)
@@ -537,7 +619,7 @@ class Trainer:
             shares=self._shares(),
             last_evaluation=self.last_evaluation,
             interrupted=interrupted,
-            label_coverage=self.replay.label_coverage()["advisor"],
+            label_coverage=self._label_coverage(),
         )
 
 

@@ -85,3 +85,19 @@ def test_clip_bonus_goes_to_its_entry_and_does_not_outlive_a_reset():
     # The next rollout reuses the buffers: the old bonus must be masked, not added again.
     out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
     assert out.returns.tolist() == pytest.approx([1.0, 2.0, 3.0, 4.0])
+
+
+def test_a_late_bonus_finds_its_entry_by_step_id_and_a_stale_one_is_dropped():
+    storage = RolloutStorage(2, 2, ObsSpec(vector_dim=1), (), discrete=True)
+    for t, rewards in enumerate(([1.0, 2.0], [3.0, 4.0])):
+        storage.add(
+            torch.zeros(2, 1), torch.zeros(2, dtype=torch.int64), torch.zeros(2), torch.zeros(2),
+            torch.tensor(rewards), torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.bool), torch.ones(2),
+            step_ids=[(0, 7, t), (1, 3, t)],
+        )
+    assert storage.attach_labels((1, 3, 0), clip_bonus=0.5)  # clip 1's entry of lock-step 0
+    assert not storage.attach_labels((1, 3, 5), clip_bonus=9.0)  # no such entry
+    out = storage.compute_returns(torch.zeros(2), gamma=0.99, gae_lambda=0.95)
+    assert out.returns.tolist() == pytest.approx([1.0, 2.5, 3.0, 4.0])
+    storage.reset()
+    assert not storage.attach_labels((0, 7, 1), clip_bonus=1.0)  # its rollout was consumed: dropped

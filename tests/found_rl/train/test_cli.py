@@ -42,7 +42,9 @@ def write(path: Path, data) -> Path:
         ({"guidance": {"vmr": {"decay_start_steps": 10, "decay_end_steps": 5}}}, r"guidance\.vmr: .*decay_end_steps"),
         ({"advisor": {"urls": ["localhost:8470"]}}, r"advisor: .*must start with http"),
         ({"sampler": {"executor": "inprocess", "clips": 2}}, r"sampler: .*one simulation per process"),
-        ({"algorithm": "ppo"}, r"guidance\.vmr: .*PPO has no Q function"),
+        ({"algorithm": "ppo", "advisor": "spawn:expert", "guidance": {"vmr": {"enabled": True}}},
+         r"guidance\.vmr: .*PPO has no Q function"),
+        ({"guidance": {"awag": {"enabled": True}}}, r"guidance\.awag: needs advisor labels"),
         ({"learner": {"gamma": float("nan")}}, r"learner\.gamma: .*finite"),
     ],
 )

@@ -30,6 +30,7 @@ def finished_run(tmp_path_factory):
     config = validate_run_config(tiny_run_config(
         budget={"env_steps": 240},
         advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        guidance={"vmr": {"enabled": True}, "awag": {"enabled": True}},
         evaluation={"enabled": True, "every_env_steps": 10_000, "routes": 1, "references": ["still"]},
     ), "test", root)
     result = Trainer(config, root / "run", show_progress=False).run()
@@ -94,3 +95,19 @@ def test_a_full_disk_while_checkpointing_leaves_the_previous_checkpoint_whole(tm
     state = read_checkpoint(path)["training_state"]
     assert (path.parent / state["replay_file"]).is_file()
     assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.pt", state["replay_file"]]
+
+
+def test_ppo_trains_on_fast_rollouts_and_its_policy_loads(tmp_path):
+    from found_rl.train.config import validate_run_config
+    from found_rl.train.loop import Trainer
+
+    config = validate_run_config(tiny_run_config(
+        algorithm="ppo", budget={"env_steps": 120},
+        learner={"rollout_steps": 16, "update_epochs": 1, "num_minibatches": 2},
+    ), "test", tmp_path)
+    result = Trainer(config, tmp_path / "run", show_progress=False).run()
+    assert result.updates >= 3  # 120 steps / (16 lock-steps × 2 clips), padding included
+    policy = load_policy(tmp_path / "run" / "policy.pt")
+    assert policy.spec.algo == "ppo"
+    state = read_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint.pt")["training_state"]
+    assert state["replay_file"] is None and state["counters"]["env_steps"] == result.env_steps
