@@ -7,7 +7,9 @@ fast.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
@@ -28,8 +30,28 @@ def _describe(exc: Exception) -> str:
 # at start, then ("ok", payload) or ("error", summary line + traceback) per command.
 
 
+def _exit_with_parent() -> None:
+    """Ask Linux to end this worker when its parent dies.
+
+    A forked worker inherits a copy of the parent's end of its own pipe, so a parent killed
+    with SIGKILL never gives it an EOF: without this it would wait forever, holding its env.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        parent = os.getppid()
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(0)
+    except OSError:
+        pass
+
+
 def worker_main(conn: Connection, env_fn_bytes: bytes) -> None:
     """Entry point of a worker process; returns when told to close or when the pipe breaks."""
+    _exit_with_parent()
     # Ctrl-C goes to the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -152,3 +152,31 @@ def test_close_stops_workers_and_frees_shared_memory() -> None:
             os.kill(pid, 0)
     if Path("/dev/shm").is_dir():
         assert not shm_path.exists()
+
+
+def test_workers_end_when_their_parent_is_killed() -> None:
+    """A SIGKILLed trainer must not leave its env workers behind (they hold a simulator each)."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import time, gymnasium as gym\n"
+        "from fast_sampler import ProcessExecutor\n"
+        "executor = ProcessExecutor([lambda: gym.make('CartPole-v1')])\n"
+        "print(executor.worker_pid(0), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(worker_pid, signal.SIGKILL)  # our own leftover, by PID
+    raise AssertionError(f"worker {worker_pid} outlived its killed parent")
