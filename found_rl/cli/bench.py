@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",
     "policy": "FLOPs, inference frames/s and SAC updates/s of a driving network preset",
     "train": "the whole training loop, advisor off vs served expert advisor, side by side",
+    "guidance": "learning curves over seeds: plain SAC vs VMR+AWAG with the expert vs a noisy advisor",
 }
 
 

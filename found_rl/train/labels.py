@@ -62,7 +62,13 @@ class LabelStats:
     skipped: int = 0
     """requests not sent while the advisor was down"""
     latencies: list[int] = field(default_factory=list)
-    """env steps between a request and its attached answer"""
+    """env steps between a request and its attached answer (since the last drain)"""
+    latency_total: int = 0
+    """sum of every attached answer's latency, for the run's mean"""
+
+    @property
+    def mean_latency(self) -> float | None:
+        return self.latency_total / self.attached if self.attached else None
 
     def drain_latencies(self) -> np.ndarray:
         values, self.latencies = np.asarray(self.latencies, np.int64), []
@@ -144,6 +150,7 @@ class AdvisorLink:
                 attached += 1
                 self.stats.attached += 1
                 self.stats.latencies.append(env_step - sent_at)
+                self.stats.latency_total += env_step - sent_at
             else:
                 self.stats.dropped += 1
         return attached

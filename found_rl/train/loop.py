@@ -538,6 +538,9 @@ class Trainer:
             )
         row = {"env_steps": step, "updates": counters.updates,
                "wall_s": counters.wall_s + time.perf_counter() - self._session_start, **_result_row(result)}
+        if self.link is not None:
+            row["label_coverage"] = self._label_coverage()
+            row["label_latency_steps"] = self.link.stats.mean_latency
         append_jsonl(folder.evaluations_jsonl, row)
         self.last_evaluation = row
         self.writer.add_scalar("charts/eval_route_completion", result.route_completion, step)

@@ -45,6 +45,32 @@ def test_advisor_options_are_checked():
         ExpertAdvisor(cruise_sped=3.0)
 
 
+def test_the_noise_options_corrupt_answers_as_stated():
+    driver = ExpertDriver()
+    clean = np.asarray(driver.act(scene()))
+    state = driver.last_observation.to_dict()
+    items = [AdviseItem(str(i), None, 4, 4.0, state) for i in range(50)]
+    served = np.array([r.action for r in ExpertAdvisor(noise_std=0.5, noise_seed=3).advise_batch(items)])
+    assert np.abs(served).max() <= 1.0 and np.abs(served - clean).max() > 0.1  # corrupted on the real path
+
+    def corrupt(action, **options) -> np.ndarray:
+        advisor = ExpertAdvisor(**options)
+        return np.array([advisor._corrupted(action) for _ in range(4000)])
+
+    np.testing.assert_array_equal(corrupt((0.3, -0.2)), np.broadcast_to((0.3, -0.2), (4000, 2)))
+    deviation = corrupt((0.0, 0.0), noise_std=0.1, noise_seed=1)
+    assert abs(deviation.std(axis=0) - 0.1).max() < 0.01 and abs(deviation.mean(axis=0)).max() < 0.01
+    random = corrupt((0.3, -0.2), random_fraction=0.2, noise_seed=1)
+    replaced = np.any(np.abs(random - (0.3, -0.2)) > 1e-9, axis=1)
+    assert 0.17 < replaced.mean() < 0.23  # about 20 % of the answers replaced ...
+    assert abs(random[replaced].std(axis=0) - 1 / np.sqrt(3)).max() < 0.05  # ... by uniform draws on [-1, 1]
+    np.testing.assert_array_equal(random, corrupt((0.3, -0.2), random_fraction=0.2, noise_seed=1))  # seeded
+    assert np.abs(corrupt((0.95, -0.95), noise_std=0.5, random_fraction=0.2)).max() <= 1.0
+    for bad in ({"noise_std": -1.0}, {"noise_std": float("inf")}, {"random_fraction": 1.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ExpertAdvisor(**bad)
+
+
 async def test_served_expert_drives_the_advisor_agent_like_the_local_driver(aiohttp_server):
     config = ServerConfig(
         advisor=BackendConfig(spec="expert", batching=BatchingConfig(max_batch_size=4, max_wait_ms=1.0))

@@ -1,0 +1,275 @@
+"""``found-rl bench guidance``: does guidance help, and does the Q-filter survive a bad advisor?
+
+Every variant trains the quickstart config (or ``--scenario``) for the same env-step budget,
+over ``--seeds`` seeds, each run a real ``found-rl train`` run folder under ``--out``:
+
+* ``plain``: SAC, no advisor, no guidance;
+* ``guided``: SAC + VMR + AWAG, the privileged expert served through the real advisor server;
+* ``noisy``: the same, with the server corrupting the expert's answers (Gaussian σ 0.5 on both
+  components, 20 % uniformly random answers: ``ExpertAdvisor``'s noise options);
+* ``vmr``, ``awag``: one term alone; ``clip``: the CLIP bonus from ``--clip-checkpoint``.
+
+All variants collect their warm-up with uniform random actions, so the curves differ by the
+guidance alone. Runs are scheduled ``--jobs`` at a time. The report gives, per variant, the
+mean and min–max spread over seeds of route completion and driving score at each evaluation
+mark, the env steps at which the mean route completion first reaches 0.8, the final scores,
+label coverage and latency, beside the reference policies; and a PNG of the curves.
+
+Targets (issue 11): guided reaches mean RC 0.8 in at most half the env steps plain SAC needs
+(or plain never does); the noisy advisor's final RC is no worse than plain's (within 0.05).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from found_rl.cli.argtypes import int_at_least
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+VARIANTS = ("plain", "guided", "noisy", "vmr", "awag", "clip")
+DEFAULT_VARIANTS = ("plain", "guided", "noisy")
+RC_THRESHOLD = 0.8
+NOISE = {"noise_std": 0.5, "random_fraction": 0.2}
+NOISY_WITHIN = 0.05
+
+
+def variant_overrides(variant: str, seed: int, clip_checkpoint: Path | None) -> list[str]:
+    """``--set`` pairs that turn the scenario's default run into ``variant``.
+
+    Raises:
+        ValueError: an unknown variant (the allowed ones named), or ``clip`` without a checkpoint.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"--variants: unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+    off = ["guidance.vmr.enabled=false", "guidance.awag.enabled=false"]
+    expert = ["advisor.spawn=expert"]
+    if variant == "plain":
+        return ["advisor=none", *off]
+    if variant == "guided":
+        return expert
+    if variant == "noisy":
+        options = json.dumps({**NOISE, "noise_seed": seed})
+        return [*expert, f"advisor.spawn_options={options}"]
+    if variant in ("vmr", "awag"):
+        other = "awag" if variant == "vmr" else "vmr"
+        return [*expert, f"guidance.{other}.enabled=false"]
+    if clip_checkpoint is None:
+        raise ValueError("--variants clip: needs --clip-checkpoint PATH (a fine-tuned CLIP reward model)")
+    return [*off, "advisor.spawn=expert", "advisor.clip=openclip",
+            f"advisor.clip_options={json.dumps({'pretrained': str(clip_checkpoint)})}",
+            "guidance.clip_bonus.enabled=true"]
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    """One variant over its seeds."""
+
+    variant: str
+    seeds: int
+    marks: list[int]
+    rc_mean: list[float]
+    rc_min: list[float]
+    rc_max: list[float]
+    ds_mean: list[float]
+    ds_min: list[float]
+    ds_max: list[float]
+    steps_to_rc80: int | None
+    final_rc: float
+    final_ds: float
+    label_coverage: float | None
+    label_latency_steps: float | None
+
+
+def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> VariantSummary:
+    """Aggregate the ``evaluations.jsonl`` rows of one variant's runs (one list per seed).
+
+    The curves are taken at the marks every run evaluated at; "final" is each run's last
+    evaluation, averaged over seeds.
+
+    Raises:
+        ValueError: no run has an evaluation.
+    """
+    runs = [sorted(rows, key=lambda r: r["env_steps"]) for rows in runs if rows]
+    if not runs:
+        raise ValueError(f"variant {variant}: no run produced an evaluation")
+    marks = sorted(set.intersection(*({r["env_steps"] for r in rows} for rows in runs)))
+
+    def at_marks(key: str) -> np.ndarray:
+        return np.array([[next(r[key] for r in rows if r["env_steps"] == m) for m in marks] for rows in runs])
+
+    rc, ds = at_marks("route_completion"), at_marks("driving_score")
+    reached = np.flatnonzero(rc.mean(axis=0) >= RC_THRESHOLD) if marks else np.array([])
+    finals = [rows[-1] for rows in runs]
+    coverage = [r["label_coverage"] for r in finals if r.get("label_coverage") is not None]
+    latency = [r["label_latency_steps"] for r in finals if r.get("label_latency_steps") is not None]
+    return VariantSummary(
+        variant=variant, seeds=len(runs), marks=[int(m) for m in marks],
+        rc_mean=rc.mean(axis=0).tolist(), rc_min=rc.min(axis=0).tolist(), rc_max=rc.max(axis=0).tolist(),
+        ds_mean=ds.mean(axis=0).tolist(), ds_min=ds.min(axis=0).tolist(), ds_max=ds.max(axis=0).tolist(),
+        steps_to_rc80=int(marks[reached[0]]) if reached.size else None,
+        final_rc=float(np.mean([r["route_completion"] for r in finals])),
+        final_ds=float(np.mean([r["driving_score"] for r in finals])),
+        label_coverage=float(np.mean(coverage)) if coverage else None,
+        label_latency_steps=float(np.mean(latency)) if latency else None,
+    )
+
+
+def verdict(summaries: dict[str, VariantSummary], budget: int) -> dict[str, Any]:
+    """The issue-11 JSON keys and targets (steps to RC 0.8 count as the budget when not reached)."""
+    out: dict[str, Any] = {}
+    for name in ("plain", "guided"):
+        if name in summaries:
+            steps = summaries[name].steps_to_rc80
+            out[f"steps_to_rc80_{name}"] = budget if steps is None else steps
+            out[f"final_rc_{name}"] = summaries[name].final_rc
+            out[f"final_ds_{name}"] = summaries[name].final_ds
+    if "noisy" in summaries:
+        out["final_rc_noisy_advisor"] = summaries["noisy"].final_rc
+    if "plain" in summaries and "guided" in summaries:
+        plain, guided = summaries["plain"].steps_to_rc80, summaries["guided"].steps_to_rc80
+        out["guided_target_met"] = guided is not None and (plain is None or guided <= plain / 2)
+    if "plain" in summaries and "noisy" in summaries:
+        out["noisy_target_met"] = summaries["noisy"].final_rc >= summaries["plain"].final_rc - NOISY_WITHIN
+    return out
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})")
+    parser.add_argument("--seeds", type=int_at_least(1), default=3, help="seeds per variant")
+    parser.add_argument("--budget", type=int_at_least(1), default=60_000, help="env steps per run")
+    parser.add_argument("--eval-every", type=int_at_least(1), help="env steps between evaluations (default budget/10)")
+    parser.add_argument("--scenario", type=Path, default=QUICKSTART, help="scenario to train on")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--jobs", type=int_at_least(1), help="runs at a time (default: cores / 2, at least 1)")
+    parser.add_argument("--clip-checkpoint", type=Path, help="fine-tuned CLIP checkpoint for the 'clip' variant")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-guidance"), help="folder of the run folders")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="run-config override applied to every run (repeatable)")
+    parser.set_defaults(run=run)
+
+
+def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], int]:
+    from found_rl.train.config import load_run_config
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variants:
+        raise ValueError("--variants: name at least one variant")
+    base = load_run_config(args.scenario, args.overrides)
+    every = args.eval_every or max(1, args.budget // 10)
+    if args.budget < base.learner.learning_starts + every:
+        raise ValueError(
+            f"--budget {args.budget}: too small to evaluate even once after learning starts "
+            f"(learner.learning_starts {base.learner.learning_starts} + --eval-every {every})"
+        )
+    common = [*args.overrides, f"budget.env_steps={args.budget}", "budget.wall_time_s=null",
+              f"evaluation.every_env_steps={every}", f"device={args.device}"]
+    runs = []
+    for variant in variants:
+        for seed in range(args.seeds):
+            overrides = [*common, f"seed={seed}", *variant_overrides(variant, seed, args.clip_checkpoint)]
+            load_run_config(args.scenario, overrides)  # every run's config is valid before any starts
+            runs.append((variant, seed, overrides))
+    return runs, every
+
+
+def _train(scenario: Path, run_dir: Path, overrides: list[str]) -> tuple[int, str]:
+    command = [sys.executable, "-m", "found_rl", "train", str(scenario), "--no-progress"]
+    command += ["--resume", str(run_dir)] if (run_dir / "config.yaml").exists() else ["--run-dir", str(run_dir)]
+    for pair in overrides:
+        command += ["--set", pair]
+    with open(run_dir.parent / f"{run_dir.name}.log", "a") as log:
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode, str(log.name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from found_rl.train.curves import load_curves, plot_curves
+    from found_rl.train.run_folder import RunFolder, read_jsonl
+
+    runs, _ = _plan(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    jobs = args.jobs or max(1, (os.cpu_count() or 2) // 2)
+    started = time.perf_counter()
+
+    def one(item: tuple[str, int, list[str]]) -> tuple[str, int, int, str]:
+        variant, seed, overrides = item
+        run_dir = args.out / f"{variant}-s{seed}"
+        finished = RunFolder(run_dir).final_policy.exists()
+        code, log = (0, "") if finished else _train(args.scenario, run_dir, overrides)
+        return variant, seed, code, log
+
+    with ThreadPoolExecutor(jobs) as pool:
+        outcomes = list(pool.map(one, runs))
+    failed = [f"{v}-s{s} (see {log})" for v, s, code, log in outcomes if code != 0]
+    if failed:
+        raise RuntimeError(f"bench guidance: runs failed: {', '.join(failed)}")
+    by_variant: dict[str, list[list[dict[str, Any]]]] = {}
+    for variant, seed, _ in runs:
+        evaluations = RunFolder(args.out / f"{variant}-s{seed}").evaluations_jsonl
+        by_variant.setdefault(variant, []).append(read_jsonl(evaluations))
+    summaries = {variant: summarise(variant, rows) for variant, rows in by_variant.items()}
+    references_path = RunFolder(args.out / f"{runs[0][0]}-s0").references
+    references = json.loads(references_path.read_text()) if references_path.is_file() else {}
+    png = args.out / "curves.png"
+    groups = load_curves([f"{v}={args.out / f'{v}-s{s}'}" for v, s, _ in runs])
+    plot_curves(groups, png, ("route_completion", "driving_score"), title="guidance: mean and min–max over seeds")
+    report = {
+        **verdict(summaries, args.budget),
+        "budget": args.budget,
+        "seeds": args.seeds,
+        "variants": {name: summary.__dict__ for name, summary in summaries.items()},
+        "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
+                       for name, scores in references.items()},
+        "curves_png": str(png),
+        "wall_s": time.perf_counter() - started,
+        "jobs": jobs,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    _print_report(report, summaries, references)
+    return 0
+
+
+def _print_report(report: dict[str, Any], summaries: dict[str, VariantSummary], references: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from found_rl.tables import print_table
+
+    marks = next(iter(summaries.values())).marks
+    table = Table(title=f"guidance benchmark: {report['budget']:,} env steps, {report['seeds']} seeds; "
+                        "RC % mean \\[min–max] at each evaluation mark")
+    table.add_column("variant")
+    for mark in marks:
+        table.add_column(f"{mark:,}", justify="right")
+    table.add_column("steps to RC 80", justify="right")
+    table.add_column("final RC / DS %", justify="right")
+    table.add_column("labels", justify="right")
+    for summary in summaries.values():
+        cells = [f"{100 * m:.0f} [{100 * lo:.0f}–{100 * hi:.0f}]"
+                 for m, lo, hi in zip(summary.rc_mean, summary.rc_min, summary.rc_max)]
+        labels = "-" if summary.label_coverage is None else (
+            f"{100 * summary.label_coverage:.0f} %, {summary.label_latency_steps or 0:.1f} steps late")
+        table.add_row(summary.variant, *cells, "not reached" if summary.steps_to_rc80 is None else
+                      f"{summary.steps_to_rc80:,}", f"{100 * summary.final_rc:.0f} / {100 * summary.final_ds:.0f}",
+                      labels)
+    for name, scores in references.items():
+        table.add_row(f"reference: {name}", *[""] * len(marks), "",
+                      f"{100 * scores['route_completion']:.0f} / {100 * scores['driving_score']:.0f}", "")
+    print_table(table)
+    for key in ("guided_target_met", "noisy_target_met"):
+        if key in report:
+            print(f"{key}: {report[key]}")
+    print(f"curves: {report['curves_png']}")
