@@ -164,6 +164,9 @@ class Trainer:
         self.last_evaluation: dict[str, Any] | None = None
         self._evaluated_at = -1
         self._session_start = time.perf_counter()
+        self._session_first_step = self._session_first_update = 0
+        self._returns = np.zeros(config.sampler.clips)  # running episode returns, for charts/
+        self._credited_steps = config.learner.learning_starts  # env steps already turned into update credit
         self.references: dict[str, dict[str, Any]] = {}
         self._last_actor_logs: dict[str, float] = {}
 
@@ -439,14 +442,12 @@ class Trainer:
 
     def _new_steps_since_update(self) -> float:
         """Update credit earned since the last call: valid env steps × updates_per_step."""
-        steps = self.counters.env_steps - getattr(self, "_credited_steps", self.config.learner.learning_starts)
+        steps = self.counters.env_steps - self._credited_steps
         self._credited_steps = self.counters.env_steps
         return max(0, steps) * self.config.learner.updates_per_step
 
     # ------------------------------------------------------------------ logging
     def _log_episodes(self, batch: StepBatch) -> None:
-        if not hasattr(self, "_returns"):
-            self._returns = np.zeros(self.config.sampler.clips)
         self._returns += np.where(batch.valid, batch.rewards, 0.0)
         for clip in np.flatnonzero(batch.valid & (batch.terminated | batch.truncated)):
             summary = batch.infos[clip].get("episode")
@@ -486,10 +487,10 @@ class Trainer:
         return shares
 
     def _session_steps(self) -> int:
-        return self.counters.env_steps - getattr(self, "_session_first_step", 0)
+        return self.counters.env_steps - self._session_first_step
 
     def _session_updates(self) -> int:
-        return self.counters.updates - getattr(self, "_session_first_update", 0)
+        return self.counters.updates - self._session_first_update
 
     def _progress_text(self) -> str:
         elapsed = max(time.perf_counter() - self._session_start, 1e-9)
@@ -567,14 +568,12 @@ class Trainer:
         counters = self.counters
         with self.timers.measure("checkpoint"):
             counters_state = dict(counters.__dict__)
-            counters_state["wall_s"] = counters.wall_s + time.perf_counter() - getattr(
-                self, "_session_start", time.perf_counter()
-            )
+            counters_state["wall_s"] = counters.wall_s + time.perf_counter() - self._session_start
             training_state = {
                 "learner": self.learner.state_dict(),
                 "sampler": self.sampler.state_dict(),
                 "counters": counters_state,
-                "credited_steps": getattr(self, "_credited_steps", None),
+                "credited_steps": self._credited_steps,
                 "rng": rng_states({"warmup": self.warmup_rng, "sample": self.sample_rng}),
                 "exact": exact,
                 "config": self.config.to_yaml_dict(),
@@ -590,8 +589,7 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         for key, value in state["counters"].items():
             setattr(self.counters, key, value)
-        if state.get("credited_steps") is not None:
-            self._credited_steps = int(state["credited_steps"])
+        self._credited_steps = int(state["credited_steps"])
         restore_rng_states(state["rng"], {"warmup": self.warmup_rng, "sample": self.sample_rng})
         if state.get("replay_file") and self.replay is not None:
             self.replay.load(self.folder.checkpoints / state["replay_file"])
