@@ -236,6 +236,11 @@ class RunConfig(_Strict):
         for name in ("vmr", "awag"):
             if getattr(self.guidance, name).enabled and not self.advisor.enabled:
                 raise ValueError(f"guidance.{name}: needs advisor labels, but advisor is none (set advisor)")
+        if self.advisor.enabled and not (self.guidance.needs_advice or self.guidance.clip_bonus.enabled):
+            raise ValueError(
+                "advisor: is set, but no guidance term uses its answers; enable guidance.vmr, guidance.awag "
+                "or guidance.clip_bonus, or set advisor: none"
+            )
         if self.guidance.clip_bonus.enabled and not self.advisor.enabled:
             raise ValueError("guidance.clip_bonus: needs an advisor server with a CLIP backend (advisor)")
         if self.guidance.clip_bonus.enabled and self.advisor.spawn and not self.advisor.clip:

@@ -45,6 +45,7 @@ def write(path: Path, data) -> Path:
         ({"algorithm": "ppo", "advisor": "spawn:expert", "guidance": {"vmr": {"enabled": True}}},
          r"guidance\.vmr: .*PPO has no Q function"),
         ({"guidance": {"awag": {"enabled": True}}}, r"guidance\.awag: needs advisor labels"),
+        ({"advisor": "spawn:expert"}, r"advisor: is set, but no guidance term uses its answers"),
         ({"learner": {"gamma": float("nan")}}, r"learner\.gamma: .*finite"),
     ],
 )
@@ -123,6 +124,7 @@ def test_ctrl_c_writes_a_final_checkpoint_stops_the_spawned_server_and_exits_130
     config = write(tmp_path / "run.yaml", tiny_run_config(
         budget={"env_steps": 100000},
         advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        guidance={"vmr": {"enabled": True}},
         checkpoint={"every_env_steps": 100000},
     ))
     run_dir = tmp_path / "run"

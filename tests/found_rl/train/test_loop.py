@@ -51,7 +51,8 @@ def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_polic
     assert list((run_dir / "videos").glob("eval_*/0000_*.gif"))
     assert set(json.loads((run_dir / "references.json").read_text())) == {"still"}
     policy = load_policy(run_dir / "policy.pt")  # what `found-rl eval --agent checkpoint:` loads
-    assert policy.act({"bev": np.zeros((15, 96, 96), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)
+    assert policy.spec.obs.bev_shape == (15, 48, 48)  # the cpu preset's BEV (network: auto on a CPU)
+    assert policy.act({"bev": np.zeros((15, 48, 48), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)
     assert result.label_coverage > 0.5
 
 

@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 import torch
 
 from found_rl.checkpoint import read_checkpoint
@@ -43,6 +44,7 @@ def final_state(run_dir):
     return payload["policy_state"], state, arrays
 
 
+@pytest.mark.timeout(900)  # three short training runs
 def test_a_killed_and_resumed_run_reaches_the_state_of_an_uninterrupted_run(tmp_path, run_config, train):
     config = run_config()
     straight = train(str(config), "--run-dir", str(tmp_path / "straight"))
