@@ -113,13 +113,19 @@ def _plan_routes(scenario, planner):
 
 
 def run_check(args: argparse.Namespace) -> int:
+    import sys
+
     from found_rl.scenario import load_scenario
+    from found_rl.sim.sumo.world_checks import world_warnings
 
     for path in args.files:
         scenario = load_scenario(path)
         if not args.schema_only and scenario.backend == "sumo":
-            scenario, _, _, planner = _world(path)
+            scenario, net_path, net, planner = _world(path)
             _plan_routes(scenario, planner)
+            # Warnings, not errors: the scenario runs, with less than it asks for.
+            for line in world_warnings(scenario, net_path, net):
+                print(f"{path}: warning: {line}", file=sys.stderr)
         print(f"{path}: ok")
     return 0
 
@@ -129,6 +135,9 @@ def run_show(args: argparse.Namespace) -> int:
 
     from found_rl.actions import RoadOption
     from found_rl.maps import load_map_geometry
+    from found_rl.maps.opendrive import ImportReport
+    from found_rl.sim.sumo.traffic import walker_capacity
+    from found_rl.sim.sumo.world_checks import world_warnings
 
     scenario, net_path, net, planner = _world(args.file)
     geometry = load_map_geometry(net_path, net)
@@ -144,16 +153,21 @@ def run_show(args: argparse.Namespace) -> int:
         f"lanes      {sum(not lane.is_junction for lane in lanes)} road lanes, "
         f"{sum(lane.is_junction for lane in lanes)} junction lanes"
     )
-    print(f"lights     {len(lights)} signalised junctions")
+    report = ImportReport.load(net_path)
+    unmapped = f", {len(report.unmapped)} map lights not mapped" if report and report.unmapped else ""
+    print(f"lights     {len(lights)} signalised junctions{unmapped}")
     print(
         f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, "
         f"{len(geometry.crossing_polygons)} crossings"
     )
     traffic = scenario.traffic
+    possible = walker_capacity(net)
     print(
         f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, "
-        f"walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
+        f"walkers {traffic.walkers[0]}-{traffic.walkers[1]} (the map can host {possible})"
     )
+    for line in world_warnings(scenario, net_path, net):
+        print(f"warning    {line}")
     print(f"episode    {_episode_limit(scenario)}, blocked after {scenario.episode.blocked_s:g} s")
     routes = _plan_routes(scenario, planner)
     if not routes:

@@ -27,6 +27,7 @@ import contextlib
 import math
 import shutil
 import tempfile
+import warnings
 import weakref
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from found_rl.sim.sumo.traffic import (
     vehicle_id,
     walker_id,
 )
+from found_rl.sim.sumo.world_checks import world_warnings
 from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
 
 EGO_ID = "ego"
@@ -93,6 +95,8 @@ class SumoBackend:
         self._net = read_network(self._net_path)
         self.frame = SumoFrame(tuple(float(v) for v in self._net.getLocationOffset()))
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
+        for line in world_warnings(scenario, self._net_path, self._net):
+            warnings.warn(f"{scenario.source_path or 'scenario'}: {line}", stacklevel=2)
         self.planner = RoutePlanner(self._net, self.frame)
         self._routes: list[Route] = []
         if scenario.routes.file is not None:
@@ -330,6 +334,8 @@ class SumoBackend:
         """
         traffic = self.scenario.traffic
         self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
+        if not self._trips.walker_plans:
+            self._num_walkers = 0  # no sidewalks to walk on (world_warnings said so)
         near = self._trips.walker_plans_between(
             start_xy_sumo, WALKER_CLEARANCE_M, traffic.observe_radius_m
         )

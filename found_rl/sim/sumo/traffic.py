@@ -21,6 +21,8 @@ BACKGROUND_TYPES = (
     ("bg_van", 5.3, 2.1, 0.15),
 )
 WALKER_SIZE_M = 0.5
+# Sidewalk a walker needs to itself: one walker per this many metres of sidewalk.
+WALKER_SPACING_M = 5.0
 
 
 def vehicle_id(index: int) -> str:
@@ -48,6 +50,34 @@ def define_types(libsumo, ego_length_m: float, ego_width_m: float) -> None:
     libsumo.vehicletype.setWidth("DEFAULT_PEDTYPE", WALKER_SIZE_M)
     libsumo.vehicletype.setSpeedDeviation("DEFAULT_PEDTYPE", 0.0)
     libsumo.vehicletype.setImperfection("DEFAULT_PEDTYPE", 0.0)
+
+
+def walk_edge_ids(net) -> list[str]:
+    """Ordinary edges with a sidewalk (a lane for pedestrians only), sorted."""
+    return sorted(
+        e.getID()
+        for e in net.getEdges()
+        if e.getFunction() == ""
+        and any(lane.allows("pedestrian") and not lane.allows("passenger") for lane in e.getLanes())
+    )
+
+
+def walker_capacity(net) -> int:
+    """How many walkers the map can host: 0 without sidewalks (walkers need two to walk between).
+
+    Walkers walk on sidewalks only; a map imported without sidewalk lanes (or generated with
+    ``sidewalks: false``) hosts none, however many a scenario asks for.
+    """
+    edges = walk_edge_ids(net)
+    if len(edges) < 2:
+        return 0
+    sidewalk_m = sum(
+        lane.getLength()
+        for edge_id in edges
+        for lane in net.getEdge(edge_id).getLanes()
+        if lane.allows("pedestrian") and not lane.allows("passenger")
+    )
+    return int(sidewalk_m // WALKER_SPACING_M)
 
 
 @dataclass
@@ -78,15 +108,7 @@ class TripPool:
             if e.getFunction() == ""
             and any(lane.allows("passenger") for lane in e.getLanes())
         )
-        walk_edges = sorted(
-            e.getID()
-            for e in net.getEdges()
-            if e.getFunction() == ""
-            and any(
-                lane.allows("pedestrian") and not lane.allows("passenger")
-                for lane in e.getLanes()
-            )
-        )
+        walk_edges = walk_edge_ids(net)
         routes, route_edges, first_lengths = [], [], []
         for _ in range(num_vehicle_routes * 3):
             if len(routes) >= num_vehicle_routes or len(drive_edges) < 2:

@@ -93,3 +93,38 @@ def test_show_states_the_leaderboard_time_limit():
         }
     )
     assert _episode_limit(scenario) == "0.8 s per route metre + 5 s (leaderboard), at most 6000 steps (600 s)"
+
+
+def test_check_and_show_say_when_walkers_cannot_spawn_and_lights_are_dropped(tmp_path, capsys):
+    from found_rl.maps.sample_opendrive import crossroads_xodr
+
+    (tmp_path / "town.xodr").write_text(crossroads_xodr(sidewalks=False, stray_signal=True))
+    scenario = tmp_path / "town.yaml"
+    scenario.write_text(
+        "map: {file: town.xodr}\nroutes: {random_length_m: 60}\ntraffic: {vehicles: 2, walkers: [10, 20]}\n"
+    )
+    assert cli.main(["scenario", "check", str(scenario)]) == 0
+    captured = capsys.readouterr()
+    assert f"{scenario}: ok" in captured.out
+    assert (
+        f"{scenario}: warning: traffic.walkers: asks for up to 20 walkers, but at most 0 can be spawned "
+        "(the map has no sidewalks)" in captured.err
+    )
+    assert "traffic light 900 on road 9: the road reaches no junction" in captured.err
+    assert cli.main(["scenario", "show", str(scenario)]) == 0
+    out = capsys.readouterr().out
+    assert "walkers 10-20 (the map can host 0)" in out
+    assert "1 signalised junctions, 1 map lights not mapped" in out
+
+
+def test_show_reports_the_walkers_a_map_with_sidewalks_can_host(tmp_path, capsys):
+    from found_rl.maps.sample_opendrive import crossroads_xodr
+
+    (tmp_path / "town.xodr").write_text(crossroads_xodr())
+    scenario = tmp_path / "town.yaml"
+    scenario.write_text("map: {file: town.xodr}\nroutes: {random_length_m: 60}\ntraffic: {walkers: 10}\n")
+    assert cli.main(["scenario", "check", str(scenario)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert cli.main(["scenario", "show", str(scenario)]) == 0
+    # Eight 60 m sidewalks, one walker per 5 m.
+    assert "walkers 10-10 (the map can host 96)" in capsys.readouterr().out
