@@ -179,6 +179,12 @@ class RoutesConfig(_Strict):
 
     file: Path | None = None
     random_length_m: float | None = Field(None, gt=10, le=20_000)
+    command_lookahead_m: float = Field(
+        20.0, ge=0, le=200, description="announce a junction turn or lane change at least this far before it"
+    )
+    command_lookahead_s: float = Field(
+        3.0, ge=0, le=30, description="... or this many seconds of driving at the ego's speed, if farther"
+    )
 
     @field_validator("file")
     @classmethod

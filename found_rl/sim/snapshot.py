@@ -103,6 +103,9 @@ class Route:
         commands: ``(R,)`` int8 :class:`RoadOption` value of each waypoint.
         lane_ids: ``(R,)`` lane id of each waypoint (for route-deviation and lane checks).
         length_m: total length.
+        command_lookahead_m: a manoeuvre is announced at least this far before it starts
+            (:func:`route_command`).
+        command_lookahead_s: ... or this many seconds of driving at the ego's speed, if farther.
     """
 
     route_id: str
@@ -111,6 +114,8 @@ class Route:
     commands: np.ndarray
     lane_ids: tuple[str, ...]
     length_m: float
+    command_lookahead_m: float = 20.0
+    command_lookahead_s: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -241,7 +246,24 @@ class WorldSnapshot:
     ego_collided_with: tuple[str, ...] = ()
 
 
-def route_command(route: Route, index: int) -> RoadOption:
-    """Command of route waypoint ``index`` (clipped into range)."""
-    index = min(max(index, 0), len(route.commands) - 1)
-    return RoadOption(int(route.commands[index]))
+_LANEFOLLOW = int(RoadOption.LANEFOLLOW)
+
+
+def route_command(route: Route, index: int, speed_mps: float = 0.0) -> RoadOption:
+    """The command announced to a driver at route waypoint ``index`` (clipped into range).
+
+    Inside a manoeuvre (a junction's LEFT/RIGHT/STRAIGHT, a lane change) it is that
+    manoeuvre's; before one it is announced ``max(command_lookahead_m, command_lookahead_s
+    × speed_mps)`` ahead of its first waypoint, as leaderboard agents get the command of the
+    next target point; elsewhere LANEFOLLOW. ``route.commands`` keeps each waypoint's own.
+    """
+    commands = route.commands
+    index = min(max(index, 0), len(commands) - 1)
+    own = int(commands[index])
+    if own != _LANEFOLLOW:
+        return RoadOption(own)
+    horizon_m = max(route.command_lookahead_m, route.command_lookahead_s * speed_mps)
+    spacing_m = route.length_m / max(len(commands) - 1, 1)
+    ahead = commands[index + 1 : index + 1 + int(horizon_m / spacing_m)]
+    upcoming = np.flatnonzero(ahead != _LANEFOLLOW)
+    return RoadOption(int(ahead[upcoming[0]])) if len(upcoming) else RoadOption.LANEFOLLOW

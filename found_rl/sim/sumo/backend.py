@@ -98,7 +98,12 @@ class SumoBackend:
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
         for line in world_warnings(scenario, self._net_path, self._net):
             warnings.warn(f"{scenario.source_path or 'scenario'}: {line}", stacklevel=2)
-        self.planner = RoutePlanner(self._net, self.frame)
+        self.planner = RoutePlanner(
+            self._net,
+            self.frame,
+            command_lookahead_m=scenario.routes.command_lookahead_m,
+            command_lookahead_s=scenario.routes.command_lookahead_s,
+        )
         self._routes: list[Route] = []
         if scenario.routes.file is not None:
             for spec in parse_routes(scenario.routes.file):
