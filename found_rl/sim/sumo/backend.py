@@ -106,7 +106,7 @@ class SumoBackend:
         )
         self._routes: list[Route] = []
         if scenario.routes.file is not None:
-            for spec in parse_routes(scenario.routes.file):
+            for spec in parse_routes(scenario.routes.file, scenario.routes.town):
                 try:
                     self._routes.append(self.planner.plan(spec))
                 except ValueError as exc:
