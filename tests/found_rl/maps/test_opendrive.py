@@ -101,3 +101,18 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "plan.xodr"
     path.write_text(text)
     return path
+
+
+def test_a_junction_listing_a_controller_is_signalised_even_without_light_heads(tmp_path):
+    text = crossroads_xodr(lights=False).replace(
+        '<junction id="100" name="crossroads">', '<junction id="100" name="crossroads"><controller id="7" type="0"/>'
+    )
+    assert read_signal_plan(_write(tmp_path, text)).junctions == ("100",)
+    assert read_signal_plan(_write(tmp_path, crossroads_xodr(lights=False))).junctions == ()
+
+
+def test_a_light_head_on_an_arm_governs_the_arm_s_junction_whatever_its_validity(tmp_path):
+    # CARLA's layout: the head stands on the arm (0..0 validity), connecting roads reference it.
+    plan = read_signal_plan(_write(tmp_path, crossroads_xodr(on_arms=True, controllers=False)))
+    assert plan == read_signal_plan(_write(tmp_path, crossroads_xodr(on_arms=True)))
+    assert plan.junctions == ("100",) and plan.unmapped == ()
