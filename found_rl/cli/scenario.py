@@ -301,7 +301,7 @@ def run_import_town(args: argparse.Namespace) -> int:
     report = ImportReport.load(net_path)
     for line in world_warnings(scenario, net_path, net):
         print(f"{args.out}: warning: {line}", file=sys.stderr)
-    header = f"# Written by `found-rl scenario import-town {xodr.name}`; {xodr.stem} as OpenDRIVE, imported with netconvert."
+    header = f"# Written by `found-rl scenario import-town {xodr.name}`: {xodr.stem}, imported from OpenDRIVE."
     with replaced_atomically(args.out) as tmp:
         tmp.write_text(header + "\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     print(
