@@ -117,6 +117,15 @@ class Route:
     command_lookahead_m: float = 20.0
     command_lookahead_s: float = 3.0
 
+    @functools.cached_property
+    def _next_manoeuvre(self) -> tuple[list[int], list[int], float]:
+        """(command of each waypoint, index of the first non-LANEFOLLOW waypoint at or after it,
+        or R), as lists for scalar lookups every step; and the mean waypoint spacing."""
+        count = len(self.commands)
+        indices = np.where(self.commands != int(RoadOption.LANEFOLLOW), np.arange(count), count)
+        following = np.minimum.accumulate(indices[::-1])[::-1]
+        return self.commands.tolist(), following.tolist(), self.length_m / max(count - 1, 1)
+
 
 @dataclass(frozen=True)
 class ActorBoxes:
@@ -246,7 +255,7 @@ class WorldSnapshot:
     ego_collided_with: tuple[str, ...] = ()
 
 
-_LANEFOLLOW = int(RoadOption.LANEFOLLOW)
+_ROAD_OPTIONS = {int(option): option for option in RoadOption}
 
 
 def route_command(route: Route, index: int, speed_mps: float = 0.0) -> RoadOption:
@@ -257,13 +266,13 @@ def route_command(route: Route, index: int, speed_mps: float = 0.0) -> RoadOptio
     × speed_mps)`` ahead of its first waypoint, as leaderboard agents get the command of the
     next target point; elsewhere LANEFOLLOW. ``route.commands`` keeps each waypoint's own.
     """
-    commands = route.commands
+    commands, following, spacing_m = route._next_manoeuvre
     index = min(max(index, 0), len(commands) - 1)
-    own = int(commands[index])
-    if own != _LANEFOLLOW:
-        return RoadOption(own)
-    horizon_m = max(route.command_lookahead_m, route.command_lookahead_s * speed_mps)
-    spacing_m = route.length_m / max(len(commands) - 1, 1)
-    ahead = commands[index + 1 : index + 1 + int(horizon_m / spacing_m)]
-    upcoming = np.flatnonzero(ahead != _LANEFOLLOW)
-    return RoadOption(int(ahead[upcoming[0]])) if len(upcoming) else RoadOption.LANEFOLLOW
+    upcoming = following[index]
+    if upcoming == len(commands):
+        return RoadOption.LANEFOLLOW
+    if upcoming != index:
+        horizon_m = max(route.command_lookahead_m, route.command_lookahead_s * speed_mps)
+        if (upcoming - index) * spacing_m > horizon_m:
+            return RoadOption.LANEFOLLOW
+    return _ROAD_OPTIONS[commands[upcoming]]
