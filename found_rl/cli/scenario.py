@@ -80,6 +80,10 @@ def _count(text: str) -> int | list[int]:
     return values[0] if len(values) == 1 else values
 
 
+def _count_text(value: int | list[int]) -> str:
+    return str(value) if isinstance(value, int) else ",".join(map(str, value))
+
+
 def _world(path: Path, *, map_only: bool = False):
     """(scenario, network path, sumolib net, planner) for a SUMO scenario.
 
@@ -301,9 +305,14 @@ def run_import_town(args: argparse.Namespace) -> int:
     report = ImportReport.load(net_path)
     for line in world_warnings(scenario, net_path, net):
         print(f"{args.out}: warning: {line}", file=sys.stderr)
-    header = f"# Written by `found-rl scenario import-town {xodr.name}`: {xodr.stem}, imported from OpenDRIVE."
+    command = [f"found-rl scenario import-town {xodr}"]
+    if args.routes is not None:
+        command.append(f"--routes {args.routes} --town {town}")
+    command.append(f"--vehicles {_count_text(args.vehicles)} --walkers {_count_text(args.walkers)} --out {args.out}")
+    header = f"# {xodr.stem}, imported from OpenDRIVE. Regenerate with\n#   {' '.join(command)}\n"
     with replaced_atomically(args.out) as tmp:
-        tmp.write_text(header + "\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        text = header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+        tmp.write_text(text, encoding="utf-8")
     print(
         f"wrote {args.out}: {len(report.traffic_lights)} signalised junctions, {report.sidewalk_lanes} sidewalk "
         f"lanes, {report.crossings} crossings, "

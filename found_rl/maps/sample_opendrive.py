@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from found_rl.routes.leaderboard import RouteSpec
+
 ARM_LENGTH_M = 60.0
 JUNCTION_HALF_M = 10.0
 LANE_WIDTH_M = 3.5
@@ -164,3 +168,27 @@ def crossroads_xodr(*, lights: bool = True, sidewalks: bool = True, controllers:
     )
     junction = f'<junction id="{JUNCTION_ID}" name="crossroads">{"".join(connections)}{junction_controllers}</junction>'
     return header + "".join(roads) + extra + controller_xml + junction + "</OpenDRIVE>\n"
+
+
+def crossroads_routes(town: str = "crossroads", reach_m: float = 50.0) -> list[RouteSpec]:
+    """Every movement through the crossroads (12: straight on, left and right from each arm).
+
+    Waypoints are in CARLA's frame (y = -OpenDRIVE y), ``reach_m`` from the centre, on the
+    arriving lane of one arm and the leaving lane of another.
+    """
+    half = LANE_WIDTH_M / 2.0
+    specs = []
+    for from_arm, from_hdg in _ARMS.items():
+        # Arriving traffic keeps to the left of the arm's direction away from the junction.
+        arrive = reach_m * np.array([math.cos(from_hdg), math.sin(from_hdg)]) + half * np.array(
+            [-math.sin(from_hdg), math.cos(from_hdg)]
+        )
+        for to_arm, to_hdg in _ARMS.items():
+            if to_arm == from_arm:
+                continue
+            leave = reach_m * np.array([math.cos(to_hdg), math.sin(to_hdg)]) + half * np.array(
+                [math.sin(to_hdg), -math.cos(to_hdg)]
+            )
+            points = np.stack([arrive, leave]) * np.array([1.0, -1.0])  # OpenDRIVE -> CARLA
+            specs.append(RouteSpec(str(len(specs)), town, np.round(points, 2) + 0.0))
+    return specs

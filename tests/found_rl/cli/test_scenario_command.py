@@ -20,10 +20,10 @@ def only_scenario_command(monkeypatch, tmp_path_factory):
 def test_check_accepts_the_shipped_scenarios(capsys):
     files = [
         str(SCENARIOS / name)
-        for name in ("quickstart.yaml", "town_grid.yaml", "town_spider.yaml")
+        for name in ("quickstart.yaml", "town_grid.yaml", "town_spider.yaml", "opendrive_crossroads.yaml")
     ]
     assert cli.main(["scenario", "check", "--schema-only", *files]) == 0
-    assert capsys.readouterr().out.count(": ok") == 3
+    assert capsys.readouterr().out.count(": ok") == 4
 
 
 def test_check_names_file_and_field(tmp_path, capsys):
@@ -144,6 +144,19 @@ def _crossroads_routes(path: Path) -> None:
             RouteSpec("2", "Town02", np.array([[500.0, 500.0], [600.0, 500.0]])),
         ],
     )
+
+
+def test_the_shipped_opendrive_crossroads_is_the_sample_town_and_its_twelve_movements():
+    import numpy as np
+
+    from found_rl.maps.sample_opendrive import crossroads_routes, crossroads_xodr
+
+    assert (SCENARIOS / "maps" / "crossroads.xodr").read_text() == crossroads_xodr()
+    shipped = parse_routes(SCENARIOS / "routes" / "crossroads.xml")
+    expected = crossroads_routes()
+    assert [(r.route_id, r.town) for r in shipped] == [(r.route_id, r.town) for r in expected]
+    np.testing.assert_allclose([r.waypoints_xy for r in shipped], [r.waypoints_xy for r in expected])
+    assert expected[2].waypoints_xy.tolist() == [[-50.0, 1.75], [1.75, -50.0]]  # west to north: a left turn
 
 
 def test_import_town_writes_a_checked_scenario_with_the_town_s_routes(tmp_path, capsys):
