@@ -67,6 +67,7 @@ WARM_STATE_SPACING_S = 15.0
 SPAWN_CLEARANCE_M = 15.0
 SPAWN_MARGIN_M = 0.5  # between the ego's rear and the start of its first lane
 MOVE_MATCH_M = 5.0  # how far from a lane SUMO still maps the ego onto it
+DEFERRED_RETRY_STEPS = 10  # a car with no safe spawn point tries again after this many steps
 # Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
 # this halves SUMO's car-following work per step.
 DRIVER_ACTION_STEP_S = 0.2
@@ -514,12 +515,13 @@ class SumoBackend:
         # A car ending a teleport (stuck for --time-to-teleport) reappears further along its
         # route without regard to the ego.
         reappeared = ts.simulation.getEndingTeleportIDList() if with_ego else ()
-        if with_ego and (arrived or reappeared or self._deferred or self._departures):
+        retry = bool(self._deferred) and self._step % DEFERRED_RETRY_STEPS == 0
+        if with_ego and (arrived or reappeared or retry or self._departures):
             envelope = self._envelope()
             if self._departures:
                 self._keep_waiting_cars_clear(envelope)
             self._withdraw_unsafe(reappeared, envelope)
-            deferred, self._deferred = self._deferred, []
+            deferred, self._deferred = (self._deferred, []) if retry else ([], self._deferred)
             for vehicle in deferred:
                 try:
                     self._add_background(vehicle, rng, envelope)
