@@ -337,7 +337,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ) -> dict[str, Any]:
         info: dict[str, Any] = {
             "step": self._steps,
-            "command": int(route_command(snapshot.route, progress.index)),
+            "command": int(route_command(snapshot.route, progress.index, snapshot.ego.speed_mps)),
             "speed_mps": snapshot.ego.speed_mps,
             "infractions": list(infractions),
             "route_completion": progress.completion,

@@ -179,6 +179,15 @@ class RoutesConfig(_Strict):
 
     file: Path | None = None
     random_length_m: float | None = Field(None, gt=10, le=20_000)
+    town: str | None = Field(
+        None, min_length=1, description="use only the file's routes of this town (leaderboard files hold several)"
+    )
+    command_lookahead_m: float = Field(
+        20.0, ge=0, le=200, description="announce a junction turn or lane change at least this far before it"
+    )
+    command_lookahead_s: float = Field(
+        3.0, ge=0, le=30, description="... or this many seconds of driving at the ego's speed, if farther"
+    )
 
     @field_validator("file")
     @classmethod
@@ -189,7 +198,13 @@ class RoutesConfig(_Strict):
     def _exactly_one(self) -> RoutesConfig:
         if (self.file is None) == (self.random_length_m is None):
             raise ValueError("give exactly one of file, random_length_m")
+        if self.town is not None and self.file is None:
+            raise ValueError("town selects routes of a route file; give file too")
         return self
+
+    def with_file(self, path: Path) -> RoutesConfig:
+        """These settings with route file ``path`` instead (a command line's ``--routes``)."""
+        return RoutesConfig(**{**self.model_dump(exclude={"file", "random_length_m"}), "file": path})
 
 
 class TrafficConfig(_Strict):

@@ -47,19 +47,18 @@ def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
         FileNotFoundError: missing scenario or route file.
     """
     from found_rl.routes import parse_routes
-    from found_rl.scenario import RoutesConfig, load_scenario
+    from found_rl.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
     if routes_path is not None:
-        parse_routes(routes_path)  # names the file when it is missing, malformed or empty
-        routes = RoutesConfig(file=routes_path.resolve())
-        scenario = scenario.model_copy(update={"routes": routes})
+        parse_routes(routes_path, scenario.routes.town)  # names the file when it is missing, malformed or empty
+        scenario = scenario.model_copy(update={"routes": scenario.routes.with_file(routes_path.resolve())})
     if scenario.routes.file is None:
         raise ValueError(
             f"--scenario {scenario_path}: routes are random (routes.random_length_m), so there is no "
             "fixed route list to evaluate; pass --routes FILE (a leaderboard routes.xml)"
         )
-    parse_routes(scenario.routes.file)
+    parse_routes(scenario.routes.file, scenario.routes.town)
     return scenario
 
 
@@ -86,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         if args.video_format == "mp4" and not mp4_supported():
             raise ValueError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
     scenario = prepare_scenario(args.scenario, args.routes)
-    num_routes = len(parse_routes(scenario.routes.file))
+    num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     identity = {
         "scenario": str(args.scenario.resolve()),
         "routes": str(Path(scenario.routes.file).resolve()),

@@ -48,12 +48,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _scenario(scenario_path: Path, routes_path: Path | None):
     from found_rl.routes import parse_routes
-    from found_rl.scenario import RoutesConfig, load_scenario
+    from found_rl.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
     if routes_path is not None:
-        parse_routes(routes_path)
-        scenario = scenario.model_copy(update={"routes": RoutesConfig(file=routes_path.resolve())})
+        parse_routes(routes_path, scenario.routes.town)
+        scenario = scenario.model_copy(update={"routes": scenario.routes.with_file(routes_path.resolve())})
     return scenario
 
 
@@ -68,7 +68,7 @@ def _check_route_index(route: int | None, scenario: Scenario, scenario_path: Pat
             f"--route {route}: --scenario {scenario_path} has random routes (routes.random_length_m), "
             "so there is no route list to index; drop --route or pass --routes FILE"
         )
-    num_routes = len(parse_routes(scenario.routes.file))
+    num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     if not 0 <= route < num_routes:
         raise ValueError(
             f"--route must be in [0, {num_routes}) for the {num_routes} route(s) of {scenario.routes.file}, got {route}"

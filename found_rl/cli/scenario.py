@@ -54,6 +54,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     routes.add_argument("--out", type=Path, required=True, help="output routes.xml")
     routes.set_defaults(run=run_routes)
 
+    town = actions.add_parser(
+        "import-town",
+        help="write a scenario for a CARLA town's OpenDRIVE file (and the leaderboard's routes)",
+    )
+    town.add_argument("xodr", type=Path, metavar="TOWN.xodr", help="e.g. exported with world.get_map().to_opendrive()")
+    town.add_argument("--routes", type=Path, help="leaderboard routes.xml (e.g. routes_devtest.xml); default: random")
+    town.add_argument(
+        "--town", help="the route file's town to use (default: the map file's name, e.g. Town01)"
+    )
+    town.add_argument("--vehicles", type=_count, default=[40, 80], help="N or MIN,MAX (default 40,80)")
+    town.add_argument("--walkers", type=_count, default=[20, 40], help="N or MIN,MAX (default 20,40)")
+    town.add_argument("--out", type=Path, required=True, help="scenario YAML to write")
+    town.set_defaults(run=run_import_town)
+
+
+def _count(text: str) -> int | list[int]:
+    """``N`` or ``MIN,MAX`` (checked again by the scenario schema)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN,MAX (integers), got {text!r}") from None
+    if len(values) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected N or MIN,MAX (integers), got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _count_text(value: int | list[int]) -> str:
+    return str(value) if isinstance(value, int) else ",".join(map(str, value))
+
 
 def _world(path: Path, *, map_only: bool = False):
     """(scenario, network path, sumolib net, planner) for a SUMO scenario.
@@ -104,7 +133,7 @@ def _plan_routes(scenario, planner):
     if scenario.routes.file is None:
         return []
     routes = []
-    for spec in parse_routes(scenario.routes.file):
+    for spec in parse_routes(scenario.routes.file, scenario.routes.town):
         try:
             routes.append(planner.plan(spec))
         except ValueError as exc:
@@ -113,13 +142,19 @@ def _plan_routes(scenario, planner):
 
 
 def run_check(args: argparse.Namespace) -> int:
+    import sys
+
     from found_rl.scenario import load_scenario
+    from found_rl.sim.sumo.world_checks import world_warnings
 
     for path in args.files:
         scenario = load_scenario(path)
         if not args.schema_only and scenario.backend == "sumo":
-            scenario, _, _, planner = _world(path)
+            scenario, net_path, net, planner = _world(path)
             _plan_routes(scenario, planner)
+            # Warnings, not errors: the scenario runs, with less than it asks for.
+            for line in world_warnings(scenario, net_path, net):
+                print(f"{path}: warning: {line}", file=sys.stderr)
         print(f"{path}: ok")
     return 0
 
@@ -129,6 +164,9 @@ def run_show(args: argparse.Namespace) -> int:
 
     from found_rl.actions import RoadOption
     from found_rl.maps import load_map_geometry
+    from found_rl.maps.opendrive import ImportReport
+    from found_rl.sim.sumo.traffic import walker_capacity
+    from found_rl.sim.sumo.world_checks import world_warnings
 
     scenario, net_path, net, planner = _world(args.file)
     geometry = load_map_geometry(net_path, net)
@@ -144,16 +182,21 @@ def run_show(args: argparse.Namespace) -> int:
         f"lanes      {sum(not lane.is_junction for lane in lanes)} road lanes, "
         f"{sum(lane.is_junction for lane in lanes)} junction lanes"
     )
-    print(f"lights     {len(lights)} signalised junctions")
+    report = ImportReport.load(net_path)
+    unmapped = f", {len(report.unmapped)} map lights not mapped" if report and report.unmapped else ""
+    print(f"lights     {len(lights)} signalised junctions{unmapped}")
     print(
         f"walkways   {len(geometry.sidewalk_polygons)} sidewalk pieces, "
         f"{len(geometry.crossing_polygons)} crossings"
     )
     traffic = scenario.traffic
+    possible = walker_capacity(net)
     print(
         f"traffic    vehicles {traffic.vehicles[0]}-{traffic.vehicles[1]}, "
-        f"walkers {traffic.walkers[0]}-{traffic.walkers[1]}"
+        f"walkers {traffic.walkers[0]}-{traffic.walkers[1]} (the map can host {possible})"
     )
+    for line in world_warnings(scenario, net_path, net):
+        print(f"warning    {line}")
     print(f"episode    {_episode_limit(scenario)}, blocked after {scenario.episode.blocked_s:g} s")
     routes = _plan_routes(scenario, planner)
     if not routes:
@@ -200,3 +243,86 @@ def run_routes(args: argparse.Namespace) -> int:
         write_routes(tmp, routes)
     print(f"wrote {len(routes)} routes to {args.out}")
     return 0
+
+
+def _route_town(routes_path: Path, town: str | None, map_stem: str) -> str:
+    """The town whose routes to use: ``--town``, else the map's name if the file has it, else its only town."""
+    from found_rl.routes import parse_routes
+
+    towns = sorted({spec.town for spec in parse_routes(routes_path)})
+    if town is not None:
+        if town not in towns:
+            raise ValueError(f"--town {town}: {routes_path} has no route of that town; it has {towns}")
+        return town
+    if map_stem in towns:
+        return map_stem
+    if len(towns) == 1:
+        return towns[0]
+    raise ValueError(f"--routes {routes_path}: holds routes of towns {towns}; say which with --town")
+
+
+def run_import_town(args: argparse.Namespace) -> int:
+    """Write a ready scenario for an exported CARLA town, after building and checking it."""
+    import os
+    import sys
+
+    import yaml
+
+    from found_rl.maps import build_network, read_network
+    from found_rl.maps.opendrive import ImportReport
+    from found_rl.scenario import parse_scenario
+    from found_rl.sim.sumo.world_checks import world_warnings
+
+    xodr = args.xodr
+    if not xodr.is_file() or xodr.suffix != ".xodr":
+        raise ValueError(f"{xodr}: expected an existing OpenDRIVE .xodr file")
+    check_output_file(args.out, "--out")
+    folder = args.out.resolve().parent
+    folder.mkdir(parents=True, exist_ok=True)  # relative paths resolve through it
+
+    def relative(path: Path) -> str:
+        return os.path.relpath(path.resolve(), folder)
+
+    routes: dict = {"random_length_m": 500.0}
+    town = None
+    if args.routes is not None:
+        town = _route_town(args.routes, args.town, xodr.stem)
+        routes = {"file": relative(args.routes), "town": town}
+    data = {
+        "description": f"{xodr.stem} imported from OpenDRIVE" + (f", leaderboard routes of {town}" if town else ""),
+        "backend": "sumo",
+        "map": {"file": relative(xodr)},
+        "routes": routes,
+        "traffic": {"vehicles": args.vehicles, "walkers": args.walkers, "warmup_s": 60},
+        "episode": {"max_steps": 6000, "route_timeout": {"s_per_m": 0.8, "initial_s": 5.0}},
+        "reward": "valeo",
+        "seed": 0,
+    }
+    scenario = parse_scenario(data, source=str(args.out), base_dir=folder)
+    net_path = build_network(scenario.map)
+    net = read_network(net_path)
+    planned = _plan_routes(scenario, _world_planner(net))
+    report = ImportReport.load(net_path)
+    for line in world_warnings(scenario, net_path, net):
+        print(f"{args.out}: warning: {line}", file=sys.stderr)
+    command = [f"found-rl scenario import-town {xodr}"]
+    if args.routes is not None:
+        command.append(f"--routes {args.routes} --town {town}")
+    command.append(f"--vehicles {_count_text(args.vehicles)} --walkers {_count_text(args.walkers)} --out {args.out}")
+    header = f"# {xodr.stem}, imported from OpenDRIVE. Regenerate with\n#   {' '.join(command)}\n"
+    with replaced_atomically(args.out) as tmp:
+        text = header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+        tmp.write_text(text, encoding="utf-8")
+    print(
+        f"wrote {args.out}: {len(report.traffic_lights)} signalised junctions, {report.sidewalk_lanes} sidewalk "
+        f"lanes, {report.crossings} crossings, "
+        + (f"{len(planned)} routes of {town}" if town else "random 500 m routes")
+    )
+    return 0
+
+
+def _world_planner(net):
+    from found_rl.routes import RoutePlanner
+    from found_rl.sim.sumo.frames import SumoFrame
+
+    return RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))

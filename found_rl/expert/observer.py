@@ -118,7 +118,7 @@ class ExpertObserver:
             yield_distance_m = self._unsignalised_junction_conflict_m(snapshot, index, arc_now, light)
         return ExpertObservation(
             speed_mps=ego.forward_speed_mps,
-            command=int(route_command(route, index)),
+            command=int(route_command(route, index, ego.forward_speed_mps)),
             route_ego=self._route_ahead_ego(snapshot, arc_now),
             leader_gap_m=leader_gap_m,
             leader_speed_mps=leader_speed_mps,

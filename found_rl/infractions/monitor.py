@@ -41,6 +41,17 @@ TERMINAL_KINDS: frozenset[InfractionKind] = frozenset(
 )
 """Infractions that end an episode (ARCHITECTURE §5; stop signs and lanes only cost score)."""
 
+STANDING_MPS = 0.1
+
+
+def _hit_while_stopped(ego, other_xy: np.ndarray) -> str:
+    """A note for a collision the standing ego suffered from behind (it still counts; see docs)."""
+    if ego.speed_mps >= STANDING_MPS:
+        return ""
+    yaw = np.radians(ego.yaw_deg)
+    behind = float((other_xy - ego.xy) @ np.array([np.cos(yaw), np.sin(yaw)])) < 0.0
+    return ", hit from behind while stopped" if behind else ""
+
 
 @dataclass(frozen=True)
 class InfractionConfig:
@@ -163,7 +174,8 @@ class InfractionMonitor:
                 key = (group, actors.ids[i])
                 touching.add(key)
                 if key not in self._touching:
-                    report(kind, actors.ids[i], f"collision with {group} {actors.ids[i]} at {speed_mps:.1f} m/s")
+                    detail = f"collision with {group} {actors.ids[i]} at {speed_mps:.1f} m/s"
+                    report(kind, actors.ids[i], detail + _hit_while_stopped(ego, actors.xy[i]))
         self._touching = touching
 
         # Leaving the drivable area (the SUMO world has no kerbs or walls to hit).

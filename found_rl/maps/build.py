@@ -18,10 +18,14 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from found_rl.maps.opendrive import REPORT_FILE, import_report, read_signal_plan
+from found_rl.maps.opendrive import netconvert_args as opendrive_args
 from found_rl.scenario import GridNetwork, MapConfig, RandomNetwork, SpiderNetwork
 
 NETWORK_FILE = "network.net.xml"
 BUILD_TIMEOUT_S = 600
+# Part of an OpenDRIVE network's cache key: bump when the import (maps/opendrive.py) changes.
+IMPORTER_VERSION = 2
 
 
 def cache_root() -> Path:
@@ -84,7 +88,7 @@ def _binary(name: str) -> str:
     return sumolib.checkBinary(name)
 
 
-def _run_tool(command: list[str], tool: str) -> None:
+def _run_tool(command: list[str], tool: str, source: Path | None = None) -> None:
     try:
         done = subprocess.run(
             command,
@@ -99,7 +103,8 @@ def _run_tool(command: list[str], tool: str) -> None:
         ) from None
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip()
-        raise ValueError(f"{tool} failed (exit {done.returncode}): {message}")
+        on = f"{source}: " if source is not None else ""
+        raise ValueError(f"{tool} failed (exit {done.returncode}): {on}{message}")
 
 
 def _cached_build(key_material: dict, build: Callable[[Path], None]) -> Path:
@@ -154,25 +159,34 @@ def build_network(config: MapConfig) -> Path:
     path = Path(config.file)
     if path.name.endswith(".net.xml"):
         return path
-    source_hash = hashlib.sha256(path.read_bytes()).hexdigest()
-    options = list(config.netconvert_options)
+    return _import_opendrive(path, tuple(config.netconvert_options))
+
+
+def _import_opendrive(path: Path, user_options: tuple[str, ...]) -> Path:
+    """Compile an OpenDRIVE map with its traffic lights, sidewalks and crossings (maps/opendrive.py)."""
+    source = path.read_bytes()
+    try:
+        plan = read_signal_plan(path)
+    except ValueError:
+        # Not XML: netconvert's own message says more (line and token); show that one.
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / NETWORK_FILE
+            _run_tool([_binary("netconvert"), f"--opendrive-files={path}", f"--output-file={out}"], "netconvert", path)
+        raise
+    args = opendrive_args(plan, user_options)
 
     def convert(out: Path) -> None:
-        _run_tool(
-            [
-                _binary("netconvert"),
-                f"--opendrive-files={path}",
-                *options,
-                f"--output-file={out}",
-            ],
-            "netconvert",
-        )
+        command = [_binary("netconvert"), f"--opendrive-files={path}", *args, f"--output-file={out}"]
+        _run_tool(command, "netconvert", path)
+        # Beside the network in the builder's private folder, renamed into place with it.
+        (out.parent / REPORT_FILE).write_text(import_report(plan, out).to_json())
 
     return _cached_build(
         {
             "tool": "netconvert",
-            "xodr": source_hash,
-            "args": options,
+            "xodr": hashlib.sha256(source).hexdigest(),
+            "args": args,
+            "importer": IMPORTER_VERSION,
             "sumo": sumo_version(),
         },
         convert,

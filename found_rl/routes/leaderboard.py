@@ -42,13 +42,16 @@ def _float(element: ET.Element, name: str, where: str) -> float:
         ) from None
 
 
-def parse_routes(path: str | Path) -> list[RouteSpec]:
-    """Read every route of a leaderboard route file.
+def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
+    """Read the routes of a leaderboard route file (only ``town``'s, when given).
+
+    The leaderboard's own files (``routes_training.xml``, ``routes_devtest.xml``) hold the
+    routes of several towns, told apart by their ``town`` attribute.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: malformed XML, a route with fewer than 2 waypoints, or no routes at all;
-            the message names the file and route id.
+        ValueError: malformed XML, a route with fewer than 2 waypoints, no routes at all, or
+            none of ``town``; the message names the file and route id.
     """
     path = Path(path)
     if path.is_dir():
@@ -82,6 +85,11 @@ def parse_routes(path: str | Path) -> list[RouteSpec]:
         raise ValueError(
             f"{path}: no <route> elements found (expected the CARLA leaderboard layout)"
         )
+    if town is not None:
+        towns = sorted({r.town for r in routes})
+        routes = [r for r in routes if r.town == town]
+        if not routes:
+            raise ValueError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
     ids = [r.route_id for r in routes]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: route ids must be unique, got duplicates in {ids}")

@@ -67,6 +67,8 @@ class RoutePlanner:
         spacing_m: distance between dense waypoints.
         max_waypoint_offset_m: a route waypoint farther than this from every drivable lane
             is off the network.
+        command_lookahead_m, command_lookahead_s: how early the planned routes announce a
+            manoeuvre (:func:`~found_rl.sim.snapshot.route_command`).
     """
 
     def __init__(
@@ -75,8 +77,12 @@ class RoutePlanner:
         frame: SumoFrame,
         spacing_m: float = 1.0,
         max_waypoint_offset_m: float = 4.0,
+        command_lookahead_m: float = 20.0,
+        command_lookahead_s: float = 3.0,
     ) -> None:
         self.net = net
+        self.command_lookahead_m = command_lookahead_m
+        self.command_lookahead_s = command_lookahead_s
         self.frame = frame
         self.spacing_m = spacing_m
         self.max_waypoint_offset_m = max_waypoint_offset_m
@@ -147,6 +153,8 @@ class RoutePlanner:
             ),
             lane_ids=tuple(spans[i].lane_id for i in span_index),
             length_m=float(s[-1]),
+            command_lookahead_m=self.command_lookahead_m,
+            command_lookahead_s=self.command_lookahead_s,
         )
 
     # ------------------------------------------------------------------------ connections

@@ -103,6 +103,9 @@ class Route:
         commands: ``(R,)`` int8 :class:`RoadOption` value of each waypoint.
         lane_ids: ``(R,)`` lane id of each waypoint (for route-deviation and lane checks).
         length_m: total length.
+        command_lookahead_m: a manoeuvre is announced at least this far before it starts
+            (:func:`route_command`).
+        command_lookahead_s: ... or this many seconds of driving at the ego's speed, if farther.
     """
 
     route_id: str
@@ -111,6 +114,17 @@ class Route:
     commands: np.ndarray
     lane_ids: tuple[str, ...]
     length_m: float
+    command_lookahead_m: float = 20.0
+    command_lookahead_s: float = 3.0
+
+    @functools.cached_property
+    def _next_manoeuvre(self) -> tuple[list[int], list[int], float]:
+        """(command of each waypoint, index of the first non-LANEFOLLOW waypoint at or after it,
+        or R), as lists for scalar lookups every step; and the mean waypoint spacing."""
+        count = len(self.commands)
+        indices = np.where(self.commands != int(RoadOption.LANEFOLLOW), np.arange(count), count)
+        following = np.minimum.accumulate(indices[::-1])[::-1]
+        return self.commands.tolist(), following.tolist(), self.length_m / max(count - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -241,7 +255,24 @@ class WorldSnapshot:
     ego_collided_with: tuple[str, ...] = ()
 
 
-def route_command(route: Route, index: int) -> RoadOption:
-    """Command of route waypoint ``index`` (clipped into range)."""
-    index = min(max(index, 0), len(route.commands) - 1)
-    return RoadOption(int(route.commands[index]))
+_ROAD_OPTIONS = {int(option): option for option in RoadOption}
+
+
+def route_command(route: Route, index: int, speed_mps: float = 0.0) -> RoadOption:
+    """The command announced to a driver at route waypoint ``index`` (clipped into range).
+
+    Inside a manoeuvre (a junction's LEFT/RIGHT/STRAIGHT, a lane change) it is that
+    manoeuvre's; before one it is announced ``max(command_lookahead_m, command_lookahead_s
+    × speed_mps)`` ahead of its first waypoint, as leaderboard agents get the command of the
+    next target point; elsewhere LANEFOLLOW. ``route.commands`` keeps each waypoint's own.
+    """
+    commands, following, spacing_m = route._next_manoeuvre
+    index = min(max(index, 0), len(commands) - 1)
+    upcoming = following[index]
+    if upcoming == len(commands):
+        return RoadOption.LANEFOLLOW
+    if upcoming != index:
+        horizon_m = max(route.command_lookahead_m, route.command_lookahead_s * speed_mps)
+        if (upcoming - index) * spacing_m > horizon_m:
+            return RoadOption.LANEFOLLOW
+    return _ROAD_OPTIONS[commands[upcoming]]

@@ -117,6 +117,26 @@ def test_vehicle_driving_into_the_ego_is_one_collision():
     assert reports[1].is_terminal
 
 
+def test_a_standing_ego_hit_from_behind_still_collides_and_the_record_says_so():
+    """found-rl counts it (docs/architecture.md, "Collisions while the ego stands")."""
+    scenes = [
+        snapshot(step, (10.0, Y), vehicles=boxes([(x, Y)], velocity_xy=[(5.0, 0.0)], prefix="car"))
+        for step, x in enumerate([0.0, 5.5])
+    ]
+    (report,) = drive(scenes)
+    assert kinds(report) == [InfractionKind.COLLISION_VEHICLE]
+    assert report.infractions[0].detail == "collision with vehicle car0 at 0.0 m/s, hit from behind while stopped"
+    # Driving into a car ahead while standing still cannot happen; a moving ego hit from behind is
+    # an ordinary collision.
+    ahead = [snapshot(s, (10.0, Y), vehicles=boxes([(x, Y)], [180.0], prefix="car")) for s, x in ((0, 20.0), (1, 14.5))]
+    assert drive(ahead)[0].infractions[0].detail == "collision with vehicle car0 at 0.0 m/s"
+    moving = [
+        snapshot(s, (10.0 + s, Y), speed_mps=3.0, vehicles=boxes([(x, Y)], prefix="car"))
+        for s, x in ((0, 0.0), (1, 7.0))
+    ]
+    assert drive(moving)[0].infractions[0].detail == "collision with vehicle car0 at 3.0 m/s"
+
+
 def test_walker_collision_is_a_pedestrian_collision():
     walker = boxes([(13.0, Y)], half_extent=(0.3, 0.3), prefix="ped")
     scenes = [snapshot(0, (10.0, Y), speed_mps=3.0), snapshot(1, (10.3, Y), speed_mps=3.0, walkers=walker)]

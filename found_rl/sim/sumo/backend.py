@@ -27,6 +27,7 @@ import contextlib
 import math
 import shutil
 import tempfile
+import warnings
 import weakref
 from pathlib import Path
 
@@ -48,13 +49,16 @@ from found_rl.sim.sumo import runtime
 from found_rl.sim.sumo.actors import ContextSubscription
 from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
+from found_rl.sim.sumo.spawn_safety import EgoEnvelope
 from found_rl.sim.sumo.traffic import (
     EGO_TYPE,
     TripPool,
+    VehicleDeparture,
     define_types,
     vehicle_id,
     walker_id,
 )
+from found_rl.sim.sumo.world_checks import world_warnings
 from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
 
 EGO_ID = "ego"
@@ -62,8 +66,8 @@ NUM_WARM_STATES = 4
 WARM_STATE_SPACING_S = 15.0
 SPAWN_CLEARANCE_M = 15.0
 SPAWN_MARGIN_M = 0.5  # between the ego's rear and the start of its first lane
-WALKER_CLEARANCE_M = 5.0
 MOVE_MATCH_M = 5.0  # how far from a lane SUMO still maps the ego onto it
+DEFERRED_RETRY_STEPS = 10  # a car with no safe spawn point tries again after this many steps
 # Background drivers decide every 0.2 s (a reaction time) while positions update every 0.1 s;
 # this halves SUMO's car-following work per step.
 DRIVER_ACTION_STEP_S = 0.2
@@ -93,10 +97,17 @@ class SumoBackend:
         self._net = read_network(self._net_path)
         self.frame = SumoFrame(tuple(float(v) for v in self._net.getLocationOffset()))
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
-        self.planner = RoutePlanner(self._net, self.frame)
+        for line in world_warnings(scenario, self._net_path, self._net):
+            warnings.warn(f"{scenario.source_path or 'scenario'}: {line}", stacklevel=2)
+        self.planner = RoutePlanner(
+            self._net,
+            self.frame,
+            command_lookahead_m=scenario.routes.command_lookahead_m,
+            command_lookahead_s=scenario.routes.command_lookahead_s,
+        )
         self._routes: list[Route] = []
         if scenario.routes.file is not None:
-            for spec in parse_routes(scenario.routes.file):
+            for spec in parse_routes(scenario.routes.file, scenario.routes.town):
                 try:
                     self._routes.append(self.planner.plan(spec))
                 except ValueError as exc:
@@ -120,6 +131,10 @@ class SumoBackend:
         self._ego_route_id = ""
         self._spawn_index = 0
         self._earliest_switch_s = -np.inf
+        # Background cars SUMO has not inserted yet (re-checked against the ego while they
+        # wait), and cars whose every drawn spawn point was too close to the ego.
+        self._departures: dict[str, VehicleDeparture] = {}
+        self._deferred: list[str] = []
         self._context = ContextSubscription(
             self._libsumo, self.frame, scenario.traffic.observe_radius_m
         )
@@ -170,8 +185,11 @@ class SumoBackend:
         steps_until_save = round(traffic.warmup_s / STEP_S)
         for index in range(NUM_WARM_STATES):
             for _ in range(steps_until_save):
+                # Respawn before the step: a car added after the last step would be saved as
+                # loaded but not yet inserted, and appear at the first step of an episode
+                # (anywhere, next to the ego too) without being listed as pending.
+                self._respawn(warm_rng, num_walkers=0, with_ego=False)
                 ts.simulationStep()
-                self._respawn(warm_rng, num_walkers=0)
             path = self._state_dir / f"warm{index}.sbx"
             ts.simulation.saveState(str(path))
             self._warm_states.append(path)
@@ -211,7 +229,13 @@ class SumoBackend:
             ts.simulation.loadState(warm_state)
             self._resync_traffic_lights()
         self._spawn_index = self._ego_spawn_index(self._route)
-        start_xy = self.frame.to_sumo_xy(self._route.xy[self._spawn_index])
+        start = self._spawn_index
+        # The ego's pose from here on (it stands at the spawn point): traffic is thinned and
+        # topped up around it.
+        self._ego = VehicleState(
+            float(self._route.xy[start, 0]), float(self._route.xy[start, 1]), float(self._route.yaw_deg[start])
+        )
+        start_xy = self.frame.to_sumo_xy(self._route.xy[start])
         self._thin_traffic(rng, start_xy)
         self._insert_ego()
         self._lights.set_route(self._route.lane_ids)
@@ -278,22 +302,48 @@ class SumoBackend:
             )
         return self._routes[route_index]
 
+    def _envelope(self) -> EgoEnvelope:
+        """The ego's current pose and speed in SUMO's frame, for judging spawn points."""
+        ego = self._ego
+        yaw = math.radians(ego.yaw_deg)
+        xy = self.frame.to_sumo_xy(np.array([ego.x_m, ego.y_m]))
+        ahead = self.frame.to_sumo_xy(np.array([ego.x_m + math.cos(yaw), ego.y_m + math.sin(yaw)]))
+        half_length_m = self.vehicle.length_m / 2.0
+        return EgoEnvelope(xy, ahead - xy, ego.speed_mps, half_length_m, self.vehicle.max_brake_mps2)
+
     def _thin_traffic(
         self, rng: np.random.Generator, start_xy_sumo: np.ndarray
     ) -> None:
-        """Keep the episode's number of actors, none of them in the ego's spawn area."""
+        """Keep the episode's number of actors, none of them in the ego's spawn area.
+
+        A kept car must also be able to stop before the standing ego from its current speed
+        (spawn_safety); cars SUMO still held back for insertion or teleporting are withdrawn
+        and drawn afresh, so none of them appears next to the ego later.
+        """
         ts = self._libsumo
         traffic = self.scenario.traffic
+        envelope = self._envelope()
+        self._departures, self._deferred = {}, []
         vehicles = sorted(ts.vehicle.getIDList())
+        # Cars waiting for insertion or mid-teleport are off the road now but would appear
+        # anywhere later, next to the ego too. A loaded state does not list its waiting cars
+        # as pending, so every warm-up id that is not on the road is tried.
+        on_road = set(vehicles)
+        withdrawn = set()
+        for vehicle in map(vehicle_id, range(traffic.vehicles[1])):
+            if vehicle not in on_road:
+                with contextlib.suppress(ts.TraCIException):  # unknown to SUMO: nothing to withdraw
+                    ts.vehicle.remove(vehicle)
+                    withdrawn.add(vehicle)
         keep = int(rng.integers(traffic.vehicles[0], traffic.vehicles[1] + 1))
         dropped = set(
             rng.permutation(len(vehicles))[: max(len(vehicles) - keep, 0)].tolist()
         )
         kept = 0
         for index, vehicle in enumerate(vehicles):
-            near = (
-                np.hypot(*(np.asarray(ts.vehicle.getPosition(vehicle)) - start_xy_sumo))
-                < SPAWN_CLEARANCE_M
+            front_xy = np.asarray(ts.vehicle.getPosition(vehicle))
+            near = np.hypot(*(front_xy - start_xy_sumo)) < SPAWN_CLEARANCE_M or not envelope.allows_vehicle(
+                front_xy, ts.vehicle.getSpeed(vehicle), ts.vehicle.getLength(vehicle)
             )
             if index in dropped or near:
                 ts.vehicle.remove(vehicle)
@@ -301,42 +351,78 @@ class SumoBackend:
                 ts.vehicle.setSpeedFactor(vehicle, float(rng.uniform(0.85, 1.15)))
                 kept += 1
         # Top up (e.g. after clearing the spawn area); SUMO inserts them where there is room.
-        pending = set(ts.simulation.getPendingVehicles())
-        missing = keep - kept - len(pending)
+        missing = keep - kept
         candidates = (
             vehicle_id(k)
-            for k in range(len(vehicles) + len(pending) + 2 * traffic.vehicles[1] + 1)
+            for k in range(len(vehicles) + len(withdrawn) + 2 * traffic.vehicles[1] + 1)
         )
         for vehicle in candidates:
             if missing <= 0:
                 break
-            if vehicle in pending or vehicle in vehicles:
+            if vehicle in withdrawn or vehicle in vehicles:
                 continue
             try:
-                self._trips.add_vehicle(ts, vehicle, rng)
+                self._add_background(vehicle, rng, envelope)
                 missing -= 1
             except ts.TraCIException:
                 pass  # the id still belongs to a vehicle SUMO has not released (e.g. teleporting)
-        self._start_walkers(rng, start_xy_sumo)
+        self._start_walkers(rng, start_xy_sumo, envelope)
 
-    def _start_walkers(self, rng: np.random.Generator, start_xy_sumo: np.ndarray) -> None:
+    def _add_background(self, vehicle: str, rng: np.random.Generator, envelope: EgoEnvelope | None) -> None:
+        """Insert a background car where the ego allows, or defer it to a later step."""
+        departure = self._trips.add_vehicle(self._libsumo, vehicle, rng, envelope)
+        if departure is None:
+            self._deferred.append(vehicle)
+        elif envelope is not None:
+            self._departures[vehicle] = departure
+
+    def _withdraw_unsafe(self, vehicles, envelope: EgoEnvelope) -> None:
+        """Remove (and defer) those of ``vehicles`` that appeared where the ego does not allow."""
+        ts = self._libsumo
+        for vehicle in vehicles:
+            if vehicle == EGO_ID or vehicle not in ts.vehicle.getIDList():
+                continue
+            front_xy = np.asarray(ts.vehicle.getPosition(vehicle))
+            if not envelope.allows_vehicle(front_xy, ts.vehicle.getSpeed(vehicle), ts.vehicle.getLength(vehicle)):
+                ts.vehicle.remove(vehicle)
+                self._deferred.append(vehicle)
+
+    def _keep_waiting_cars_clear(self, envelope: EgoEnvelope) -> None:
+        """Withdraw cars SUMO still holds back whose departure point the ego has come near."""
+        ts = self._libsumo
+        pending = set(ts.simulation.getPendingVehicles())
+        for vehicle, departure in list(self._departures.items()):
+            if vehicle not in pending:
+                del self._departures[vehicle]
+            elif not envelope.allows_vehicle(departure.xy, departure.speed_mps, departure.reach_m):
+                ts.vehicle.remove(vehicle)
+                del self._departures[vehicle]
+                self._deferred.append(vehicle)
+
+    def _start_walkers(
+        self, rng: np.random.Generator, start_xy_sumo: np.ndarray, envelope: EgoEnvelope
+    ) -> None:
         """Start the episode's walkers on seeded plans, first those beginning near the ego.
 
-        Plans that start between the spawn clearance and the observation radius are used
-        first (each once), so an episode meets walkers in a town of any size; the rest start
-        anywhere. Walkers are never restored from a saved state: SUMO's restored walking stages
-        put some walkers at the other end of their sidewalk in some processes only, which
-        broke same-seed replay across processes.
+        Plans that start within the observation radius where the ego allows a walker
+        (spawn_safety) are used first (each once), so an episode meets walkers in a town of
+        any size; the rest start anywhere the ego allows. Walkers are never restored from a
+        saved state: SUMO's restored walking stages put some walkers at the other end of their
+        sidewalk in some processes only, which broke same-seed replay across processes.
         """
         traffic = self.scenario.traffic
         self._num_walkers = int(rng.integers(traffic.walkers[0], traffic.walkers[1] + 1))
-        near = self._trips.walker_plans_between(
-            start_xy_sumo, WALKER_CLEARANCE_M, traffic.observe_radius_m
-        )
-        plans = rng.permutation(near)[: self._num_walkers].tolist()
+        if not self._trips.walker_plans:
+            self._num_walkers = 0  # no sidewalks to walk on (world_warnings said so)
+        near = [
+            plan
+            for plan in self._trips.walker_plans_between(start_xy_sumo, 0.0, traffic.observe_radius_m)
+            if envelope.allows_walker(self._trips.walker_starts_xy[plan])
+        ]
+        plans = rng.permutation(np.array(near, dtype=np.int64))[: self._num_walkers].tolist()
         for k in range(self._num_walkers):
             plan = plans[k] if k < len(plans) else None
-            self._trips.add_walker(self._libsumo, walker_id(k), rng, plan)
+            self._trips.add_walker(self._libsumo, walker_id(k), rng, plan, envelope)
 
     def _insert_ego(self) -> None:
         """Add the ego at the route start, standing, and subscribe to what it sees."""
@@ -418,21 +504,45 @@ class SumoBackend:
             with contextlib.suppress(error):
                 move(EGO_ID, "", -1, x, y, angle, keepRoute=2, matchThreshold=MOVE_MATCH_M)
 
-    def _respawn(self, rng: np.random.Generator, num_walkers: int) -> None:
-        """Replace background actors that reached their destination."""
+    def _respawn(self, rng: np.random.Generator, num_walkers: int, with_ego: bool = True) -> None:
+        """Replace background actors that reached their destination, away from the ego.
+
+        ``with_ego`` is False while warming traffic up (there is no ego yet).
+        """
         ts = self._libsumo
-        for vehicle in ts.simulation.getArrivedIDList():
+        envelope = None
+        arrived = ts.simulation.getArrivedIDList()
+        # A car ending a teleport (stuck for --time-to-teleport) reappears further along its
+        # route without regard to the ego.
+        reappeared = ts.simulation.getEndingTeleportIDList() if with_ego else ()
+        retry = bool(self._deferred) and self._step % DEFERRED_RETRY_STEPS == 0
+        if with_ego and (arrived or reappeared or retry or self._departures):
+            envelope = self._envelope()
+            if self._departures:
+                self._keep_waiting_cars_clear(envelope)
+            self._withdraw_unsafe(reappeared, envelope)
+            deferred, self._deferred = (self._deferred, []) if retry else ([], self._deferred)
+            for vehicle in deferred:
+                try:
+                    self._add_background(vehicle, rng, envelope)
+                except ts.TraCIException:
+                    known = (*ts.vehicle.getIDList(), *ts.simulation.getPendingVehicles())
+                    if vehicle not in known:
+                        self._deferred.append(vehicle)  # SUMO has not released the id yet
+        for vehicle in arrived:
             if vehicle == EGO_ID:
                 self._add_ego_vehicle()
             else:
-                self._trips.add_vehicle(ts, vehicle, rng)
+                self._add_background(vehicle, rng, envelope)
         if num_walkers and ts.person.getIDCount() < num_walkers:
             present = set(ts.person.getIDList())
+            if envelope is None and with_ego:
+                envelope = self._envelope()
             for k in range(num_walkers):
                 if walker_id(k) not in present:
                     # Fails while the id is still pending insertion from an earlier respawn.
                     with contextlib.suppress(ts.TraCIException):
-                        self._trips.add_walker(ts, walker_id(k), rng)
+                        self._trips.add_walker(ts, walker_id(k), rng, ego=envelope)
 
     # ---------------------------------------------------------------------------- steps
     def step(self, controls: Controls) -> WorldSnapshot:

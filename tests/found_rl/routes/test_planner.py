@@ -179,3 +179,19 @@ def test_generation_needs_signalised_junctions():
         generate_routes(
             planner, np.random.default_rng(0), count=2, length_m=150.0, max_tries=30
         )
+
+
+def test_planned_routes_announce_a_turn_before_the_junction(one_lane):
+    from found_rl.sim.snapshot import route_command
+
+    connection = signalised_connection(one_lane, "l")
+    start, end = connection.getFromLane().getID(), connection.getToLane().getID()
+    spec = RouteSpec("turn", "", np.stack([lane_middle(one_lane, start), lane_middle(one_lane, end)]))
+    route = one_lane.plan(spec)
+    first_turn = int(np.flatnonzero(route.commands == int(RoadOption.LEFT))[0])
+    assert (route.command_lookahead_m, route.command_lookahead_s) == (20.0, 3.0)
+    assert route_command(route, first_turn - 15) == RoadOption.LEFT
+    assert route_command(route, first_turn - 25) == RoadOption.LANEFOLLOW
+    assert route_command(route, first_turn - 25, speed_mps=10.0) == RoadOption.LEFT
+    late = RoutePlanner(one_lane.net, one_lane.frame, command_lookahead_m=5.0, command_lookahead_s=0.0)
+    assert route_command(late.plan(spec), first_turn - 15, speed_mps=10.0) == RoadOption.LANEFOLLOW

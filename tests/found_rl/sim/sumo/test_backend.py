@@ -214,7 +214,7 @@ def test_background_traffic_queues_behind_a_standing_ego(write_scenario):
     backend = make_backend(load_scenario(busy))
     try:
         snapshot = backend.reset(
-            seed=2
+            seed=12
         )  # a seed whose start lane sees traffic within 30 s
         ego_lane = snapshot.ego.lane_id
         heading = np.array(
@@ -394,3 +394,13 @@ def test_the_ego_spawns_with_its_whole_box_on_the_road(tmp_path, write_scenario,
         with_routes.close()
 
 
+
+
+def test_routes_announce_manoeuvres_as_the_scenario_says(write_scenario):
+    late = write_scenario({"routes": {"random_length_m": 120, "command_lookahead_m": 35, "command_lookahead_s": 0}})
+    backend = make_backend(load_scenario(late))
+    try:
+        route = backend.reset(seed=0).route
+        assert (route.command_lookahead_m, route.command_lookahead_s) == (35.0, 0.0)
+    finally:
+        backend.close()
