@@ -45,6 +45,8 @@ class SupervisedServer(Protocol):
 
     def restart(self) -> None: ...
 
+    def stop(self) -> None: ...
+
 
 class CarlaBackend:
     """A CARLA world for one scenario (see the module docstring).
@@ -53,6 +55,7 @@ class CarlaBackend:
         scenario: a scenario with ``backend: carla``.
         endpoint: the server to use; default ``$FOUND_RL_CARLA`` or ``localhost:2000``.
         server: a supervised server (its endpoint is used); restarted when it dies or hangs.
+        stop_server_on_close: stop ``server`` in :meth:`close` (a server started for this env).
         carla_module: the ``carla`` client module (tests pass a scripted stand-in).
 
     Attributes:
@@ -67,6 +70,7 @@ class CarlaBackend:
         *,
         endpoint: CarlaEndpoint | None = None,
         server: SupervisedServer | None = None,
+        stop_server_on_close: bool = False,
         carla_module: ModuleType | None = None,
     ) -> None:
         if scenario.backend != "carla":
@@ -74,6 +78,7 @@ class CarlaBackend:
         self.scenario = scenario
         self._carla = carla_module or import_carla()
         self._server = server
+        self._stop_server_on_close = stop_server_on_close and server is not None
         self.endpoint = server.endpoint if server is not None else endpoint or endpoint_from_env()
         self._ledger = spawn.ActorLedger()
         self._sensors: EgoSensors | None = None
@@ -281,16 +286,18 @@ class CarlaBackend:
         spawn.destroy_all(self._client, self._carla, self._ledger)
 
     def close(self) -> None:
-        """Destroy every actor this backend spawned and restore the server's settings."""
+        """Destroy every actor this backend spawned, restore the server's settings (and stop a
+        server started for this backend)."""
         if self._closed:
             return
         self._closed = True
-        if self._world is None:
-            return  # the server is gone, and its actors and settings with it
-        try:
-            self._destroy_actors()
-            self._traffic_manager.set_synchronous_mode(False)
-            self._world.apply_settings(self._original_settings)
-        except RuntimeError:
-            pass  # the server went away meanwhile: nothing left to restore
-        self._world = None
+        if self._world is not None:  # else the server is gone, and its actors and settings with it
+            try:
+                self._destroy_actors()
+                self._traffic_manager.set_synchronous_mode(False)
+                self._world.apply_settings(self._original_settings)
+            except RuntimeError:
+                pass  # the server went away meanwhile: nothing left to restore
+            self._world = None
+        if self._stop_server_on_close:
+            self._server.stop()

@@ -682,7 +682,7 @@ class Client:
 
     @property
     def _server(self) -> FakeServer:
-        server = SERVERS.get(self._port)
+        server = SERVERS.get(self._port, SERVERS.get(0))  # 0: answers on any port
         if server is None or server.is_dead:
             raise RuntimeError(
                 f"time-out of {int(self._timeout * 1000)}ms while waiting for the simulator, "
