@@ -251,3 +251,32 @@ def test_missing_client_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_carla)
     with pytest.raises(CarlaSetupError, match=r"pip install 'found-rl\[carla\]'"):
         import_carla()
+
+
+@pytest.mark.slow
+def test_the_same_scenario_file_runs_on_sumo_and_carla_changing_only_backend(carla, endpoint, tmp_path):
+    """One OpenDRIVE map and route file: SUMO (via netconvert) and CARLA plan the same routes."""
+    from found_rl.sim.sumo.backend import SumoBackend
+
+    for name in ("grid_town.xodr", "grid_town_routes.xml"):
+        (tmp_path / name).write_text((DATA / name).read_text())
+    body = "map: {file: grid_town.xodr}\nroutes: {file: grid_town_routes.xml}\ntraffic: {vehicles: 2, warmup_s: 5}\n"
+    scenarios = {}
+    for backend in ("sumo", "carla"):
+        (tmp_path / f"{backend}.yaml").write_text(f"backend: {backend}\n{body}")
+        scenarios[backend] = load_scenario(tmp_path / f"{backend}.yaml")
+    on_sumo = SumoBackend(scenarios["sumo"])
+    on_carla = make(carla, endpoint, scenarios["carla"])
+    try:
+        for index in range(2):
+            a = on_sumo.reset(seed=0, route_index=index).route
+            b = on_carla.reset(seed=0, route_index=index).route
+            assert a.route_id == b.route_id
+            assert a.length_m == pytest.approx(b.length_m, abs=0.5)
+            assert set(a.commands.tolist()) == set(b.commands.tolist())
+            np.testing.assert_allclose(a.xy[[0, -1]], b.xy[[0, -1]], atol=0.2)
+            # The middle of each route agrees too: both read the same map in the same frame.
+            np.testing.assert_allclose(a.xy[len(a.xy) // 2], b.xy[len(b.xy) // 2], atol=1.0)
+    finally:
+        on_sumo.close()
+        on_carla.close()
