@@ -25,7 +25,8 @@ def test_the_stand_in_uses_only_names_the_real_client_has():
         carla.Client: fake_carla.Client, carla.World: fake_carla.World, carla.Map: fake_carla.Map,
         carla.Waypoint: fake_carla.Waypoint, carla.TrafficLight: fake_carla.TrafficLight,
         carla.TrafficManager: fake_carla.TrafficManager, carla.WalkerAIController: fake_carla.WalkerAIController,
-        carla.Sensor: fake_carla.Sensor, carla.Vehicle: fake_carla.Vehicle, carla.WorldSettings: fake_carla.WorldSettings,
+        carla.Sensor: fake_carla.Sensor, carla.Vehicle: fake_carla.Vehicle,
+        carla.WorldSettings: fake_carla.WorldSettings,
         carla.ActorBlueprint: fake_carla.ActorBlueprint, carla.BlueprintLibrary: fake_carla.BlueprintLibrary,
     }  # fmt: skip
     for real, fake in pairs.items():
