@@ -53,25 +53,56 @@ class SupervisedCarlaEnv:
 
     def __call__(self):
         from found_rl.env import DrivingEnv
-        from found_rl.maps.build import cache_root
         from found_rl.scenario import load_scenario
-        from found_rl.sim.carla.backend import CarlaBackend
 
         scenario = load_scenario(self.scenario)
-        script = find_carla_script(self.carla_root)
-        ports = allocate_ports(1, rpc_base=self.rpc_base, tm_base=self.tm_base, stride=PORT_STRIDE)[0]
-        server = ManagedServer(
-            script, ports, gpu=visible_gpu() if self.gpu is None else self.gpu,
-            log_dir=Path(self.log_dir) if self.log_dir else cache_root() / "carla" / "logs",
-            ready_timeout_s=self.ready_timeout_s, timeout_s=self.timeout_s,
+        backend = start_supervised_backend(
+            scenario, carla_root=self.carla_root, gpu=visible_gpu() if self.gpu is None else self.gpu,
+            rpc_base=self.rpc_base, tm_base=self.tm_base, log_dir=self.log_dir, timeout_s=self.timeout_s,
+            ready_timeout_s=self.ready_timeout_s,
         )  # fmt: skip
-        server.start()
         try:
-            backend = CarlaBackend(scenario, server=server, stop_server_on_close=True)
             return DrivingEnv(scenario, observation=self.observation, backend=backend)
         except BaseException:
-            server.stop()
+            backend.close()
             raise
+
+
+def start_supervised_backend(
+    scenario,
+    *,
+    carla_root: str | Path | None = None,
+    gpu: int = 0,
+    rpc_base: int = 2000,
+    tm_base: int = 8000,
+    log_dir: str | Path | None = None,
+    timeout_s: float = 20.0,
+    ready_timeout_s: float = 120.0,
+):
+    """A :class:`~found_rl.sim.carla.backend.CarlaBackend` on a server started for it here.
+
+    The server takes the first free port set from ``rpc_base``/``tm_base``, runs on ``gpu``, is
+    restarted when it dies or hangs, and is stopped when the backend closes.
+
+    Raises:
+        CarlaSetupError: no CARLA release at ``carla_root``/``$CARLA_ROOT``, no free ports, or
+            the server did not start.
+    """
+    from found_rl.maps.build import cache_root
+    from found_rl.sim.carla.backend import CarlaBackend
+
+    script = find_carla_script(carla_root)
+    ports = allocate_ports(1, rpc_base=rpc_base, tm_base=tm_base, stride=PORT_STRIDE)[0]
+    server = ManagedServer(
+        script, ports, gpu=gpu, log_dir=Path(log_dir) if log_dir else cache_root() / "carla" / "logs",
+        ready_timeout_s=ready_timeout_s, timeout_s=timeout_s,
+    )  # fmt: skip
+    server.start()
+    try:
+        return CarlaBackend(scenario, server=server, stop_server_on_close=True)
+    except BaseException:
+        server.stop()
+        raise
 
 
 def carla_env_factories(scenario: str | Path, num_envs: int, **options) -> list[SupervisedCarlaEnv]:

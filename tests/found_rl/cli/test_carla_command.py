@@ -107,3 +107,38 @@ def test_a_corrupt_registry_is_named(tmp_path, capsys):
     registry.write_text("{not json")
     code, err = run_cli(["carla", "--registry", str(registry), "status"], capsys)
     assert code == 2 and f"{registry}: not a found-rl CARLA server registry" in err
+
+
+def test_eval_starts_a_supervised_server_and_drives_the_expert(tmp_path, monkeypatch, capsys):
+    """``found-rl eval --carla-root``: a server per evaluation, the expert on the carla stand-in."""
+    import fake_carla
+
+    module = fake_carla.load_fake_carla()
+    module.SERVERS[0] = fake_carla.FakeServer({"GridTown": fake_carla.load_town()}, town="GridTown")
+    monkeypatch.setitem(sys.modules, "carla", module)
+    root = make_carla_root(tmp_path / "CARLA_0.9.16")
+    scenario = Path(fake_carla.DATA) / "grid_town.yaml"
+    out = tmp_path / "results.json"
+    code = main(["eval", "--scenario", str(scenario), "--agent", "expert", "--out", str(out),
+                 "--carla-root", str(root), "--no-progress"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    results = json.loads(out.read_text())
+    records = results["_checkpoint"]["records"]
+    assert [r["route_id"] for r in records] == ["RouteScenario_straight_rep0", "RouteScenario_turn_rep0"]
+    assert all(r["status"] == "Completed" for r in records), records
+    pids = [int(line.split()[-1]) for line in _server_logs(tmp_path) if line.startswith("engine pid ")]
+    assert pids and not any(alive(pid) for pid in pids)  # stopped with the env
+
+
+def _server_logs(tmp_path: Path) -> list[str]:
+    import os
+
+    logs = Path(os.environ["FOUND_RL_CACHE"]) / "carla" / "logs"
+    return [line for path in logs.glob("carla-*.log") for line in path.read_text().splitlines()]
+
+
+def test_eval_carla_root_on_a_sumo_scenario_exits_2(tmp_path, capsys):
+    scenario = Path(__file__).parents[3] / "scenarios" / "town_grid.yaml"
+    code, err = run_cli(["eval", "--scenario", str(scenario), "--agent", "expert", "--out", str(tmp_path / "r.json"),
+                         "--carla-root", str(tmp_path)], capsys)  # fmt: skip
+    assert code == 2 and "--carla-root" in err and "backend: sumo, not carla" in err
