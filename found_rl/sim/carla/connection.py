@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -27,6 +28,8 @@ class CarlaEndpoint:
         traffic_manager_port: port of this client's Traffic Manager.
         timeout_s: longest wait for one answer (connect, load, tick).
         retries: connection attempts before giving up.
+        probe_tcp: try a plain TCP connection first, so a port nobody listens on fails in
+            seconds (the client itself waits ``timeout_s`` per try even when refused).
     """
 
     host: str = "localhost"
@@ -34,6 +37,7 @@ class CarlaEndpoint:
     traffic_manager_port: int = 8000
     timeout_s: float = 20.0
     retries: int = 3
+    probe_tcp: bool = True
 
     @property
     def address(self) -> str:
@@ -92,6 +96,8 @@ def connect(carla: ModuleType, endpoint: CarlaEndpoint, *, retry_wait_s: float =
     server_version = None
     for attempt in range(max(1, endpoint.retries)):
         try:
+            if endpoint.probe_tcp and not _accepts_tcp(endpoint):
+                raise RuntimeError("connection refused")
             server_version = client.get_server_version()
             break
         except RuntimeError:
@@ -104,6 +110,14 @@ def connect(carla: ModuleType, endpoint: CarlaEndpoint, *, retry_wait_s: float =
         )
     check_versions(client.get_client_version(), server_version, endpoint)
     return client
+
+
+def _accepts_tcp(endpoint: CarlaEndpoint) -> bool:
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=min(endpoint.timeout_s, 5.0)):
+            return True
+    except OSError:
+        return False
 
 
 def _release(version: str) -> str:
