@@ -47,8 +47,11 @@ def destroy_all(client, carla, ledger: ActorLedger) -> None:
     ledger.vehicles, ledger.walkers, ledger.controllers, ledger.sensors, ledger.ego = [], [], [], [], None
 
 
-def spawn_ego(world, carla, route_xy: np.ndarray, route_yaw: np.ndarray, z_m: float = 0.5):
+def spawn_ego(world, carla, route_xy: np.ndarray, route_yaw: np.ndarray, ground_z):
     """Spawn the ego at the route start; a blocked spot moves it 2 m along the route, 10 times.
+
+    ``ground_z(x, y)`` gives the road height there (towns have hills and bridges); the ego is
+    dropped from 0.5 m above it.
 
     Returns:
         ``(actor, route index)`` of the spawn.
@@ -62,9 +65,8 @@ def spawn_ego(world, carla, route_xy: np.ndarray, route_yaw: np.ndarray, z_m: fl
     for attempt in range(EGO_SPAWN_TRIES):
         index = min(int(np.searchsorted(along, attempt * EGO_SPAWN_STEP_M)), len(route_xy) - 1)
         x, y = route_xy[index]
-        transform = carla.Transform(
-            carla.Location(x=float(x), y=float(y), z=z_m), carla.Rotation(yaw=float(route_yaw[index]))
-        )
+        location = carla.Location(x=float(x), y=float(y), z=ground_z(float(x), float(y)) + 0.5)
+        transform = carla.Transform(location, carla.Rotation(yaw=float(route_yaw[index])))
         ego = world.try_spawn_actor(blueprint, transform)
         if ego is not None:
             return ego, index
@@ -140,8 +142,10 @@ def spawn_walkers(client, world, carla, count: int, rng, avoid_xy: np.ndarray):
 def start_walkers(world, controllers: list, rng) -> None:
     """Send each walker's AI controller to a random destination at a seeded speed."""
     for controller in controllers:
+        destination = world.get_random_location_from_navigation()
         controller.start()
-        controller.go_to_location(world.get_random_location_from_navigation())
+        if destination is not None:  # None: the map has no navigation mesh
+            controller.go_to_location(destination)
         controller.set_max_speed(float(rng.uniform(*WALKER_SPEED_MPS)))
 
 

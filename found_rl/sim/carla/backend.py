@@ -132,6 +132,13 @@ class CarlaBackend:
                 raise CarlaSetupError(f"{routes_file}: {exc}") from None
         return routes
 
+    def _ground_z(self, x: float, y: float) -> float:
+        """Road height under ``(x, y)`` (from the nearest driving waypoint)."""
+        carla = self._carla
+        waypoint = self._map.get_waypoint(carla.Location(x=x, y=y, z=0.0), project_to_road=True,
+                                          lane_type=carla.LaneType.Driving)  # fmt: skip
+        return float(waypoint.transform.location.z) if waypoint is not None else 0.0
+
     def _lane_spawn_points(self) -> list:
         """Spawn points every 12 m along non-junction lanes, for maps that define none."""
         carla, points = self._carla, []
@@ -145,7 +152,8 @@ class CarlaBackend:
                 i = min(int(np.searchsorted(along, s)), len(line) - 1)
                 direction = line[min(i + 1, len(line) - 1)] - line[max(i - 1, 0)]
                 yaw = math.degrees(math.atan2(direction[1], direction[0]))
-                location = carla.Location(x=float(line[i, 0]), y=float(line[i, 1]), z=0.5)
+                x, y = float(line[i, 0]), float(line[i, 1])
+                location = carla.Location(x=x, y=y, z=self._ground_z(x, y) + 0.5)
                 points.append(carla.Transform(location, carla.Rotation(yaw=yaw)))
         return points
 
@@ -189,7 +197,7 @@ class CarlaBackend:
         self._route = route = self._choose_route(rng, seed, route_index)
         self._traffic_manager.set_random_device_seed(seed)
         world.set_pedestrians_seed(seed)
-        ego, _ = spawn.spawn_ego(world, carla, route.xy, route.yaw_deg)
+        ego, _ = spawn.spawn_ego(world, carla, route.xy, route.yaw_deg, self._ground_z)
         self._ledger.ego = ego
         self._sensors = EgoSensors(world, carla, ego)
         self._ledger.sensors = [self._sensors.collision, self._sensors.lane_invasion]

@@ -436,7 +436,10 @@ class FakeServer:
         destroyed: ids of every actor destroyed so far.
     """
 
-    def __init__(self, towns: dict[str, Town], *, town: str, version: str = CLIENT_VERSION) -> None:
+    def __init__(
+        self, towns: dict[str, Town], *, town: str, version: str = CLIENT_VERSION, stop_sign_lanes: tuple[str, ...] = ()
+    ) -> None:
+        self.stop_sign_lanes = stop_sign_lanes
         self.towns, self.version = towns, version
         self.settings = WorldSettings()
         self.actors: dict[int, Actor] = {}
@@ -457,6 +460,7 @@ class FakeServer:
         self.actors = {}
         self.settings = WorldSettings()
         self._add_traffic_lights()
+        self._add_stop_signs()
 
     def _new_id(self) -> int:
         self._next_id += 1
@@ -474,6 +478,17 @@ class FakeServer:
             offset = 0.0 if (yaw < 45.0 or yaw > 135.0) else TrafficLight.GREEN_S + TrafficLight.YELLOW_S
             light = TrafficLight(self, self._new_id(), stop.transform, [stop], offset)
             self.actors[light.id] = light
+
+    def _add_stop_signs(self) -> None:
+        """A sign 3 m right of each chosen lane's end; its trigger volume lies on the lane."""
+        for key in self.stop_sign_lanes:
+            x, y, yaw = self.town.pose(key, self.town.length(key) - 2.0)
+            right = math.radians(yaw + 90.0)  # the driver's right in CARLA's frame
+            sign = Actor(self, self._new_id(), "traffic.stop",
+                         Transform(Location(x + 3.0 * math.cos(right), y + 3.0 * math.sin(right), 0.0),
+                                   Rotation(yaw=yaw)))  # fmt: skip
+            sign.trigger_volume = BoundingBox(Vector3D(0.0, -3.0, 0.0), Vector3D(1.5, 1.5, 1.0))
+            self.actors[sign.id] = sign
 
     def check(self) -> None:
         if self.is_dead:
@@ -584,10 +599,11 @@ class FakeServer:
 
     def _fire_collisions(self) -> None:
         for sensor in [a for a in self.actors.values() if isinstance(a, Sensor) and a.callback is not None]:
-            if sensor.type_id != "sensor.other.collision":
-                continue
             owner = self.actors.get(sensor.parent)
             if owner is None:
+                continue
+            if sensor.type_id == "sensor.other.lane_invasion":
+                self._fire_lane_invasion(sensor, owner)
                 continue
             for other in self.actors.values():
                 if other is owner or not isinstance(other, (Vehicle, Walker)):
@@ -595,6 +611,15 @@ class FakeServer:
                 reach = owner.bounding_box.extent.y + other.bounding_box.extent.y
                 if owner.get_location().distance(other.get_location()) < reach:
                     sensor.callback(types.SimpleNamespace(other_actor=other, frame=self.ticks))
+
+    def _fire_lane_invasion(self, sensor: Sensor, owner: Actor) -> None:
+        """An event when the car's centre leaves its lane (a line crossed), once per departure."""
+        key, _, distance = self.town.nearest(owner.get_location().x, owner.get_location().y)
+        outside = distance > self.town.lanes[key]["width"] / 2.0
+        if outside and not getattr(sensor, "was_outside", False):
+            marking = LaneMarking(_Named("LaneMarkingType", self.town.lanes[key]["right_marking"]))
+            sensor.callback(types.SimpleNamespace(crossed_lane_markings=[marking], frame=self.ticks))
+        sensor.was_outside = outside
 
     def random_navigation_location(self) -> Location:
         """A point on a lane's kerb side (the recording has no sidewalks)."""

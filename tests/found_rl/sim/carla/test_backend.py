@@ -280,3 +280,27 @@ def test_the_same_scenario_file_runs_on_sumo_and_carla_changing_only_backend(car
     finally:
         on_sumo.close()
         on_carla.close()
+
+
+def test_stop_signs_become_stop_lines_on_their_lane(carla, endpoint):
+    import fake_carla
+
+    carla.SERVERS[2000] = fake_carla.FakeServer(
+        {"GridTown": fake_carla.load_town()}, town="GridTown", stop_sign_lanes=("138_0_-1",)
+    )
+    snapshot = make(carla, endpoint).reset(seed=0, route_index=0)
+    signs = snapshot.stop_signs
+    assert len(signs) == 1 and signs.lane_ids == ("138_0_-1",) and signs.states.tolist() == [LightState.RED]
+    (ax, ay), (bx, by) = signs.segments[0]
+    assert ax == pytest.approx(bx, abs=1e-6) and abs(ay - by) == pytest.approx(3.2)  # across the eastbound lane
+    assert 27.0 < ax < 30.8 and min(ay, by) < -38.4 < max(ay, by)  # under the trigger volume, on the lane
+
+
+def test_lane_invasion_sensor_reports_leaving_the_lane(carla, endpoint):
+    backend = make(carla, endpoint)
+    backend.reset(seed=0, route_index=0)
+    crossed = []
+    for _ in range(40):
+        backend.step(Controls(0.5, 0.4, 0.0))  # steer right, off the lane
+        crossed += backend.lane_invasions
+    assert crossed == ["Solid"]  # once per departure
