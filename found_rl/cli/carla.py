@@ -49,7 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--timeout-s", type=finite_float(0, inclusive=False), default=120.0,
                     help="longest wait for each server to answer (default 120)")  # fmt: skip
     up.add_argument("--log-dir", type=Path, default=None, help="server logs (default: beside the registry)")
-    up.add_argument("--server-arg", action="append", default=[], help="extra CarlaUE4.sh flag (repeatable)")
+    up.add_argument(
+        "--server-arg", action="append", default=[], help="extra CarlaUE4.sh flag, e.g. --server-arg=-quality-level=Low"
+    )
     down = actions.add_parser("down", help="stop the servers found-rl started (never others)")
     down.add_argument("--port", type=_port, default=None, help="stop only the server on this RPC port")
     actions.add_parser("status", help="list the started servers: alive, answering, ports, GPU")
