@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -51,7 +53,7 @@ def test_up_status_down_manage_only_the_servers_found_rl_started(carla_root, cap
         assert bystander.poll() is None
     finally:
         main(["carla", "--registry", str(registry), "down"])
-        bystander.kill()
+        os.killpg(bystander.pid, signal.SIGKILL)  # the bystander's script, server and engine: we started them
         bystander.wait()
 
 
@@ -131,8 +133,6 @@ def test_eval_starts_a_supervised_server_and_drives_the_expert(tmp_path, monkeyp
 
 
 def _server_logs(tmp_path: Path) -> list[str]:
-    import os
-
     logs = Path(os.environ["FOUND_RL_CACHE"]) / "carla" / "logs"
     return [line for path in logs.glob("carla-*.log") for line in path.read_text().splitlines()]
 
