@@ -163,11 +163,35 @@ class TownRoutePlanner:
             lane = parent
         return [(start, False), *reversed(path)]
 
+    def _family(self, lane_id: str) -> frozenset[str]:
+        """A lane and its same-direction neighbours: one road's lanes."""
+        family, frontier = {lane_id}, [lane_id]
+        while frontier:
+            lane = self.lanes[frontier.pop()]
+            for side in (lane.left_neighbor, lane.right_neighbor):
+                if side is not None and side in self.lanes and side not in family:
+                    family.add(side)
+                    frontier.append(side)
+        return frozenset(family)
+
+    def _is_choice(self, predecessor: str) -> bool:
+        """Whether the junction after ``predecessor``'s road leads to more than one road.
+
+        A two-arm junction (a bend some converters model as a junction) is no choice, so its
+        lanes are LANEFOLLOW; a turn-only lane at a real junction is still a turn.
+        """
+        exits = set()
+        for lane in self._family(predecessor):
+            for connector in self.lanes[lane].successors:
+                if connector in self.lanes and self.lanes[connector].is_junction:
+                    exits.update(self._family(s) for s in self.lanes[connector].successors if s in self.lanes)
+        return len(exits) >= 2
+
     def _turn_command(self, lane_id: str, predecessor: str | None) -> RoadOption:
         lane = self.lanes[lane_id]
         if not lane.is_junction:
             return RoadOption.LANEFOLLOW
-        if predecessor is not None and len(self.lanes[predecessor].successors) < 2:
+        if predecessor is not None and not self._is_choice(predecessor):
             return RoadOption.LANEFOLLOW  # a bend, not a choice
         c = lane.centerline
         start, end = c[min(1, len(c) - 1)] - c[0], c[-1] - c[max(len(c) - 2, 0)]
