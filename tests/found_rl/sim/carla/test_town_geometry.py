@@ -26,8 +26,11 @@ def test_lanes_markings_and_road_of_the_recorded_town(town_map):
     # Each of the 24 one-lane roads outside junctions is marked solid on both sides; junctions are unmarked.
     assert len(geometry.solid_markings) == 2 * 24 and not geometry.broken_markings
     road = lanes["138_0_-1"].centerline  # eastbound along y = -38.4
-    offsets = {round(float(np.mean(m.xy[:, 1])) + 38.4, 1) for m in geometry.solid_markings
-               if np.allclose(m.xy[[0, -1], 0], road[[0, -1], 0], atol=0.01)}  # fmt: skip
+    beside = [
+        m for m in geometry.solid_markings
+        if np.allclose(m.xy[[0, -1], 0], road[[0, -1], 0], atol=0.01) and abs(m.xy[0, 1] + 38.4) < 3
+    ]  # fmt: skip
+    offsets = {round(float(np.mean(m.xy[:, 1])) + 38.4, 1) for m in beside}
     assert offsets == {-1.6, 1.6}
     assert len(geometry.road_polygons) == 72
     x0, y0, x1, y1 = geometry.bounds
