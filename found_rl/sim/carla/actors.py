@@ -21,6 +21,10 @@ SPAWN_CLEARANCE_M = 15.0
 WALKER_SPEED_MPS = (1.0, 1.6)
 
 
+class EgoSpawnBlocked(RuntimeError):
+    """Every spot tried near the route start was taken (the server itself is fine)."""
+
+
 @dataclass
 class ActorLedger:
     """Ids of the actors this backend spawned, by kind (controllers stop before destruction)."""
@@ -57,7 +61,7 @@ def spawn_ego(world, carla, route_xy: np.ndarray, route_yaw: np.ndarray, ground_
         ``(actor, route index)`` of the spawn.
 
     Raises:
-        RuntimeError: every try was blocked.
+        EgoSpawnBlocked: every try was blocked.
     """
     blueprint = world.get_blueprint_library().find(EGO_BLUEPRINT)
     blueprint.set_attribute("role_name", "hero")
@@ -70,7 +74,7 @@ def spawn_ego(world, carla, route_xy: np.ndarray, route_yaw: np.ndarray, ground_
         ego = world.try_spawn_actor(blueprint, transform)
         if ego is not None:
             return ego, index
-    raise RuntimeError(
+    raise EgoSpawnBlocked(
         f"could not spawn the ego within {EGO_SPAWN_TRIES * EGO_SPAWN_STEP_M:g} m of the route start: "
         "every spot was blocked"
     )

@@ -166,8 +166,7 @@ class CarlaBackend:
     def _lose_server(self, exc: Exception) -> None:
         """The server died or hung: restart it when supervised, and say the step is lost."""
         address = self.endpoint.address
-        self._world, self._route, self._sensors = None, None, None
-        self._ledger = spawn.ActorLedger()  # the actors died with the server
+        self._forget_world()
         if self._server is None:
             raise CarlaServerLost(
                 f"CARLA server at {address} did not answer a tick within {self.endpoint.timeout_s:g} s ({exc}); "
@@ -179,22 +178,51 @@ class CarlaBackend:
             f"CARLA server at {address} died or hung ({exc}); restarted it, this step is lost: reset the env"
         ) from exc
 
+    def _forget_world(self) -> None:
+        self._world, self._route, self._sensors = None, None, None
+        self._ledger = spawn.ActorLedger()  # the actors died with the server
+
     # ------------------------------------------------------------------------- episodes
     def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot:
         """Start an episode; its traffic and walkers are drawn from ``seed``.
 
+        A supervised server found dead or hung during the reset is restarted and the reset
+        made again on the fresh server, so a server lost between episodes costs no episode.
+
         Args:
             seed: episode seed (traffic counts and placement, Traffic Manager, walkers, route).
             route_index: index into the route file; ``None`` draws one from ``seed``.
+
+        Raises:
+            CarlaServerLost: the server is gone and not supervised (or died again at once).
         """
         if self._closed:
             raise RuntimeError("reset() on a closed CarlaBackend")
-        if self._world is None:
-            self._open_world()
+        for attempt in range(2):
+            rng = np.random.default_rng(seed)
+            route = self._choose_route(rng, seed, route_index)
+            try:
+                if self._world is None:
+                    self._open_world()
+                return self._start_episode(route, rng, seed)
+            except spawn.EgoSpawnBlocked:
+                raise
+            except CarlaServerLost:
+                if self._server is None or attempt == 1:
+                    raise
+                # _lose_server restarted the server and rebuilt the world: reset again.
+            except RuntimeError as exc:  # an RPC to a dead or hung server
+                self._forget_world()
+                if self._server is None or attempt == 1:
+                    address = self.endpoint.address
+                    raise CarlaServerLost(f"CARLA server at {address} failed during reset ({exc})") from exc
+                self._server.restart()
+        raise AssertionError("unreachable")
+
+    def _start_episode(self, route: Route, rng: np.random.Generator, seed: int) -> WorldSnapshot:
         carla, world = self._carla, self._world
         self._destroy_actors()
-        rng = np.random.default_rng(seed)
-        self._route = route = self._choose_route(rng, seed, route_index)
+        self._route = route
         self._traffic_manager.set_random_device_seed(seed)
         world.set_pedestrians_seed(seed)
         ego, _ = spawn.spawn_ego(world, carla, route.xy, route.yaw_deg, self._ground_z)

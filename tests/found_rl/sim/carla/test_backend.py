@@ -304,3 +304,21 @@ def test_lane_invasion_sensor_reports_leaving_the_lane(carla, endpoint):
         backend.step(Controls(0.5, 0.4, 0.0))  # steer right, off the lane
         crossed += backend.lane_invasions
     assert crossed == ["Solid"]  # once per departure
+
+
+def test_a_supervised_server_lost_between_episodes_costs_no_episode(carla, endpoint, server):
+    supervised = RevivingServer(carla, endpoint)
+    backend = CarlaBackend(load_scenario(SCENARIO), server=supervised, carla_module=carla)
+    backend.reset(seed=0, route_index=0)
+    server.is_dead = True  # dies while the agent was busy elsewhere
+    snapshot = backend.reset(seed=1, route_index=1)
+    assert supervised.restarts == 1 and snapshot.route.route_id == "turn"
+    assert carla.SERVERS[2000] is not server and backend.step(Controls(0.5, 0.0, 0.0)).step == 1
+
+
+def test_an_unsupervised_server_lost_between_episodes_is_named_at_reset(carla, endpoint, server):
+    backend = make(carla, endpoint)
+    backend.reset(seed=0, route_index=0)
+    server.is_dead = True
+    with pytest.raises(CarlaServerLost, match=r"CARLA server at localhost:2000 failed during reset"):
+        backend.reset(seed=1, route_index=1)
