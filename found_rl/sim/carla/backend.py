@@ -83,16 +83,21 @@ class CarlaBackend:
         self._ledger = spawn.ActorLedger()
         self._sensors: EgoSensors | None = None
         self._world = None
-        self._open_world()
-        self.map: MapGeometry = load_town_geometry(self._map)
-        self.planner = TownRoutePlanner(self.map)
-        self._routes = self._plan_routes()
-        self.num_routes = len(self._routes)
-        self._spawn_points = self._map.get_spawn_points() or self._lane_spawn_points()
         self._route: Route | None = None
         self._step = 0
         self._closed = False
         self.lane_invasions: tuple[str, ...] = ()
+        self._open_world()
+        try:
+            self.map: MapGeometry = load_town_geometry(self._map)
+            self.planner = TownRoutePlanner(self.map)
+            self._routes = self._plan_routes()
+            self.num_routes = len(self._routes)
+            self._spawn_points = self._map.get_spawn_points() or self._lane_spawn_points()
+        except BaseException:
+            # A server left in synchronous mode with nobody ticking it hangs for every client.
+            self.close()
+            raise
 
     # ------------------------------------------------------------------ server and world
     def _open_world(self) -> None:

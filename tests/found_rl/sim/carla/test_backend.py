@@ -216,7 +216,7 @@ def test_unknown_town_lists_the_available_ones(carla, endpoint, tmp_path):
         make(carla, endpoint, load_scenario(path))
 
 
-def test_off_map_waypoint_names_route_and_index(carla, endpoint, tmp_path):
+def test_off_map_waypoint_names_route_and_index(carla, endpoint, server, tmp_path):
     (tmp_path / "routes.xml").write_text(
         '<routes><route id="far" town="GridTown"><waypoints><position x="5" y="-38.4" z="0"/>'
         '<position x="70" y="-38.4" z="0"/><position x="500" y="500" z="0"/></waypoints></route></routes>'
@@ -225,6 +225,7 @@ def test_off_map_waypoint_names_route_and_index(carla, endpoint, tmp_path):
     path.write_text("backend: carla\nmap: {town: GridTown}\nroutes: {file: routes.xml}\n")
     with pytest.raises(CarlaSetupError, match=r"routes\.xml: route 'far': waypoint 2 at \(500\.0, 500\.0\) is off"):
         make(carla, endpoint, load_scenario(path))
+    assert not server.settings.synchronous_mode  # the server is not left waiting for ticks
 
 
 def test_route_for_another_town_is_named(carla, endpoint, tmp_path):
