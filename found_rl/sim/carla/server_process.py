@@ -125,14 +125,32 @@ def answers(port: int, host: str = "127.0.0.1", timeout_s: float = 1.0) -> bool:
     return False
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of a process in clock ticks since boot (``/proc``), or None if it is gone.
-
-    Recorded with each server so that a later ``down`` never signals a recycled PID.
-    """
+def _stat(pid: int | str) -> list[str] | None:
+    """Fields 3.. of ``/proc/<pid>/stat`` (state, ppid, pgrp, ...), or None if it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of a live process in clock ticks since boot, or None if it is gone (or a zombie).
+
+    Recorded with each server so that a later ``down`` never signals a recycled PID.
+    """
+    fields = _stat(pid)
+    return None if fields is None or fields[0] == "Z" else int(fields[19])
+
+
+def group_members(pgid: int) -> list[tuple[int, int]]:
+    """``(pid, start ticks)`` of the live processes in process group ``pgid``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(entry.name)
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append((int(entry.name), int(fields[19])))
+    return members

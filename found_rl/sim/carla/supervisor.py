@@ -18,7 +18,13 @@ from pathlib import Path
 
 from found_rl.sim.carla.connection import CarlaEndpoint
 from found_rl.sim.carla.errors import CarlaSetupError
-from found_rl.sim.carla.server_process import ServerPorts, answers, process_start_ticks, server_command
+from found_rl.sim.carla.server_process import (
+    ServerPorts,
+    answers,
+    group_members,
+    process_start_ticks,
+    server_command,
+)
 
 READY_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
@@ -42,14 +48,18 @@ class ServerRecord:
         return ServerPorts(self.rpc_port, self.traffic_manager_port)
 
     def is_alive(self) -> bool:
-        """The recorded process still runs (and is the one we started, not a recycled PID)."""
-        ticks = process_start_ticks(self.pid)
-        if ticks is None or (self.start_ticks is not None and ticks != self.start_ticks):
-            return False
-        with contextlib.suppress(OSError):
-            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            return state != "Z"
-        return False
+        """Some process of the server's group still runs, and the group is the one we started.
+
+        The group outlives its leader when ``CarlaUE4.sh`` dies before the engine it started.
+        A group is ours while its leader is our recorded process (same start time), or, the
+        leader gone, while members started after it remain (Linux does not reuse a PID that
+        still names a live group, so a foreign group with this id would have its own leader).
+        """
+        leader_ticks = process_start_ticks(self.pid)
+        if leader_ticks is not None:
+            return self.start_ticks is None or leader_ticks == self.start_ticks
+        members = group_members(self.pid)
+        return any(self.start_ticks is None or ticks >= self.start_ticks for _, ticks in members)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -86,6 +86,20 @@ def test_start_waits_until_the_server_answers_and_stop_ends_its_whole_group(mana
     assert not answers(server.ports.rpc)
 
 
+def test_a_server_whose_script_died_is_still_found_and_stopped(managed):
+    """CarlaUE4.sh can die before the engine it started: the group, not the script, is the server."""
+    import signal
+
+    server = managed()
+    record = server.start()
+    engine = engine_pid(server)
+    os.kill(record.pid, signal.SIGKILL)  # only the script (the group leader)
+    server._process.wait()
+    assert alive(engine) and server.is_alive()
+    server.stop()
+    assert not alive(engine) and not server.is_alive()
+
+
 def test_a_crashed_server_is_detected_and_restarted_on_the_same_ports(managed, monkeypatch):
     monkeypatch.setenv("FAKE_CARLA_CRASH_AFTER_S", "0.5")
     server = managed()
