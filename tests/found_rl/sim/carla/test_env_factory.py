@@ -48,3 +48,46 @@ def test_visible_gpu():
     assert visible_gpu({"CUDA_VISIBLE_DEVICES": ""}) == 0
     assert visible_gpu({}) == 0
     assert SupervisedCarlaEnv("s.yaml").gpu is None
+
+
+@pytest.mark.slow
+def test_one_server_per_ray_actor(tmp_path):
+    """RayExecutor over carla_env_factories: each actor starts, uses and stops its own server."""
+    import os
+    from pathlib import Path
+
+    ray = pytest.importorskip("ray")
+    from fast_sampler import PerClipResetSampler
+    from fast_sampler.executors.ray_actors import RayExecutor
+
+    tests_dir = Path(__file__).parent
+    stub = tmp_path / "stub" / "carla"  # the carla stand-in, importable as `carla` in every actor
+    stub.mkdir(parents=True)
+    stub.joinpath("__init__.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(tests_dir)!r})\nimport fake_carla as _fake\n"
+        "_module = _fake.load_fake_carla()\n"
+        "_module.SERVERS[0] = _fake.FakeServer({'GridTown': _fake.load_town()}, town='GridTown')\n"
+        "globals().update({k: v for k, v in vars(_module).items() if not k.startswith('__')})\n"
+    )
+    root = Path(__file__).parents[4]
+    python_path = os.pathsep.join(filter(None, [str(stub.parent), str(root), os.environ.get("PYTHONPATH")]))
+    cache = tmp_path / "cache"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": python_path, "FOUND_RL_CACHE": str(cache)}})  # fmt: skip
+    try:
+        base = free_ports(1)[0]
+        factories = carla_env_factories(
+            DATA / "grid_town.yaml", 2, carla_root=str(make_carla_root(tmp_path / "carla")), rpc_base=base.rpc,
+            tm_base=base.traffic_manager, observation="state",
+        )  # fmt: skip
+        executor = RayExecutor(factories, num_cpus_per_clip=0.5, timeout_s=120)
+        with PerClipResetSampler(executor, lambda obs: np.tile([0.5, 0.0], (2, 1)).astype(np.float32), seed=0) as s:
+            rollout = s.collect(10)
+        assert rollout.valid.all() and not rollout.worker_died.any()
+        logs = sorted((cache / "carla" / "logs").glob("carla-*.log"))
+        assert [p.name for p in logs] == [f"carla-{base.rpc}.log", f"carla-{base.rpc + 10}.log"]
+        engines = [int(line.split()[-1]) for p in logs for line in p.read_text().splitlines()
+                   if line.startswith("engine pid ")]  # fmt: skip
+        assert len(engines) == 2 and not any(alive(pid) for pid in engines)  # stopped on close
+    finally:
+        ray.shutdown()
