@@ -69,14 +69,12 @@ class InProcessExecutor(Executor):
     def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
         results = {}
         for clip, action in actions.items():
-            try:
-                with _naming_clip(clip, "step"):
+            with _naming_clip(clip, "step"):
+                try:
                     obs, reward, terminated, truncated, info = self._envs[clip].step(action)
-            except ClipError as exc:
-                if not isinstance(exc.__cause__, EnvLostError):
-                    raise
-                results[clip] = died_result(f"env of clip {clip} lost its simulator during step ({exc.__cause__})")
-                continue
+                except EnvLostError as exc:  # the env replaced its simulator: only this step is lost
+                    results[clip] = died_result(f"env of clip {clip} lost its simulator during step ({exc})")
+                    continue
             results[clip] = StepResult(obs, float(reward), bool(terminated), bool(truncated), dict(info))
         return results
 
