@@ -59,7 +59,7 @@ def test_reset_fills_the_snapshot_contract(carla, endpoint, server):
 
 def test_routes_are_planned_with_carla_commands(carla, endpoint):
     backend = make(carla, endpoint)
-    straight, turn = backend._routes
+    straight, turn = (backend.reset(seed=0, route_index=i).route for i in range(2))
     assert straight.length_m == pytest.approx(70.0, abs=0.01)
     assert set(straight.commands.tolist()) == {RoadOption.STRAIGHT, RoadOption.LANEFOLLOW}
     # East then south (y grows southward): clockwise seen from above, a right turn in CARLA.

@@ -31,16 +31,17 @@ def test_each_env_gets_its_own_server_on_its_gpu_and_stops_it_on_close(fake_clie
     assert [f.rpc_base for f in factories] == [base.rpc, base.rpc + 10]
     assert pickle.loads(pickle.dumps(factories[1])) == factories[1]  # travels to Ray actors
     executor = InProcessExecutor(factories)
-    servers = [env.backend._server for env in executor._envs]
-    assert [s.ports.rpc for s in servers] == [base.rpc, base.rpc + 10]
-    assert all("-ini:[/Script/Engine.RendererSettings]:r.GraphicsAdapter=3" in s.command for s in servers)
+    logs = {port: tmp_path / "logs" / f"carla-{port}.log" for port in (base.rpc, base.rpc + 10)}
+    for log in logs.values():  # each server's first line echoes its command line
+        assert "-ini:[/Script/Engine.RendererSettings]:r.GraphicsAdapter=3" in log.read_text().splitlines()[0]
     executor.reset({0: 0, 1: 1})
     results = executor.step({0: np.zeros(2, np.float32), 1: np.zeros(2, np.float32)})
     assert not any(r.worker_died for r in results.values())
-    pids = [s.record.pid for s in servers]
-    assert all(alive(pid) for pid in pids)
+    engines = [int(line.split()[-1]) for log in logs.values() for line in log.read_text().splitlines()
+               if line.startswith("engine pid ")]  # fmt: skip
+    assert len(engines) == 2 and all(alive(pid) for pid in engines)
     executor.close()
-    assert not any(alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in engines)
 
 
 def test_visible_gpu():
