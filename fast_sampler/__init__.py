@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fast_sampler.errors import ClipError, EnvFactoryError, WorkerCrashedError, WorkerTimeoutError
+from fast_sampler.errors import ClipError, EnvFactoryError, EnvLostError, WorkerCrashedError, WorkerTimeoutError
 from fast_sampler.executors import Executor, InProcessExecutor, ProcessExecutor, make_executor
 from fast_sampler.rollout import Rollout, StepBatch, StepId, Transition
 from fast_sampler.rules import AdaptiveRho, ClipEndRule
@@ -43,6 +43,7 @@ __all__ = [
     "ClipEndRule",
     "ClipError",
     "EnvFactoryError",
+    "EnvLostError",
     "Executor",
     "FastSampler",
     "GlobalResetSampler",

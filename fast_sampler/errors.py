@@ -21,3 +21,12 @@ class WorkerTimeoutError(ClipError, TimeoutError):
 
 class WorkerCrashedError(ClipError):
     """A clip's worker kept dying: restarting it did not help."""
+
+
+class EnvLostError(RuntimeError):
+    """Raised by an env whose simulator died or hung and was replaced.
+
+    The step in flight is lost, like a dead worker's: executors report it as a lost,
+    truncated step (``StepResult.worker_died``) and the sampler resets the clip, while the
+    worker and its env stay (the env already holds a fresh simulator).
+    """

@@ -284,7 +284,11 @@ class Scenario(_Strict):
             )
         if self.backend == "carla" and self.map.generate is not None:
             raise ValueError(
-                "map.generate builds a SUMO network; the carla backend needs map.town"
+                "map.generate builds a SUMO network; the carla backend needs map.town or an OpenDRIVE map.file"
+            )
+        if self.backend == "carla" and self.map.file is not None and self.map.file.suffix != ".xodr":
+            raise ValueError(
+                f"map.file: the carla backend loads OpenDRIVE (.xodr) files or map.town, got {self.map.file.name}"
             )
         return self
 

@@ -21,7 +21,9 @@ class StepResult(NamedTuple):
 
     When the clip's worker died during the step, ``worker_died`` is True, ``obs`` is None, the
     reward is 0 and ``truncated`` is True: the step is lost, the worker has been restarted and
-    needs a reset before it can step again.
+    needs a reset before it can step again. An env that raised
+    :class:`~fast_sampler.errors.EnvLostError` (its simulator was replaced) gives the same
+    result, with the worker kept.
     """
 
     obs: Any

@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from fast_sampler.errors import ClipError, EnvFactoryError
+from fast_sampler.errors import ClipError, EnvFactoryError, EnvLostError
 from fast_sampler.executors.base import (
     EnvFactory,
     Executor,
@@ -16,6 +16,7 @@ from fast_sampler.executors.base import (
     StepResult,
     check_factories,
     check_same_spaces,
+    died_result,
 )
 
 
@@ -69,7 +70,11 @@ class InProcessExecutor(Executor):
         results = {}
         for clip, action in actions.items():
             with _naming_clip(clip, "step"):
-                obs, reward, terminated, truncated, info = self._envs[clip].step(action)
+                try:
+                    obs, reward, terminated, truncated, info = self._envs[clip].step(action)
+                except EnvLostError as exc:  # the env replaced its simulator: only this step is lost
+                    results[clip] = died_result(f"env of clip {clip} lost its simulator during step ({exc})")
+                    continue
             results[clip] = StepResult(obs, float(reward), bool(terminated), bool(truncated), dict(info))
         return results
 

@@ -132,6 +132,8 @@ class ProcessExecutor(Executor):
             if status == "ok":
                 reward, terminated, truncated, info = payload
                 results[clip] = StepResult(self._read_obs(clip), reward, terminated, truncated, info)
+            elif status == "lost":  # the env replaced its simulator; the worker lives on
+                results[clip] = died_result(f"env of clip {clip} lost its simulator during step ({payload})")
             else:
                 message = f"worker of clip {clip} died during step ({payload}); restarted"
                 self._restart(clip)
@@ -217,7 +219,7 @@ class ProcessExecutor(Executor):
         name = next(iter(commands.values()))[0] if commands else ""
         answers.update(self._receive(set(commands) - set(answers), name))
         for clip, (status, payload) in answers.items():
-            if status == "error":
+            if status == "error" or (status == "lost" and name != "step"):
                 raise ClipError(clip, f"{name} raised {payload}")
             if status == "died" and not allow_death:
                 raise WorkerCrashedError(clip, f"worker died during {name} ({payload})")

@@ -17,6 +17,7 @@ from typing import Any
 
 import cloudpickle
 
+from fast_sampler.errors import EnvLostError
 from fast_sampler.spaces import ObsLayout
 
 
@@ -27,7 +28,8 @@ def _describe(exc: Exception) -> str:
 
 # Commands (parent -> worker): ("attach", (shm_name, offset_bytes, nbytes)), ("reset", seed),
 # ("step", action), ("close", None). Replies: ("ready", (observation_space, action_space)) once
-# at start, then ("ok", payload) or ("error", summary line + traceback) per command.
+# at start, then ("ok", payload), ("lost", reason) when the env raised EnvLostError (its
+# simulator was replaced; the step is lost) or ("error", summary line + traceback) per command.
 
 
 def _exit_with_parent() -> None:
@@ -90,6 +92,9 @@ def worker_main(conn: Connection, env_fn_bytes: bytes) -> None:
                     break
                 else:
                     raise ValueError(f"unknown command {command!r}")
+            except EnvLostError as exc:
+                conn.send(("lost", f"{type(exc).__name__}: {exc}"))
+                continue
             except Exception as exc:
                 conn.send(("error", _describe(exc)))
                 continue

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fast_sampler.errors import ClipError, EnvFactoryError, WorkerCrashedError, WorkerTimeoutError
+from fast_sampler.errors import ClipError, EnvFactoryError, EnvLostError, WorkerCrashedError, WorkerTimeoutError
 from fast_sampler.executors.base import (
     EnvFactory,
     Executor,
@@ -60,6 +60,10 @@ class RayExecutor(Executor):
         env_fns: one factory per clip (serialised by Ray, so lambdas work).
         timeout_s: longest wait for any command, per call.
         num_cpus_per_clip: CPUs Ray reserves for each actor (fractions allowed).
+        num_gpus_per_clip: GPUs Ray reserves for each actor (fractions allowed); Ray places
+            the actor on a node with that much free GPU and sets its ``CUDA_VISIBLE_DEVICES``,
+            so an env that starts its own simulator there (one CARLA server per actor) uses
+            that node's GPU.
         max_restarts: dead actors replaced over the executor's life before giving up.
     """
 
@@ -69,6 +73,7 @@ class RayExecutor(Executor):
         *,
         timeout_s: float = 120.0,
         num_cpus_per_clip: float = 1.0,
+        num_gpus_per_clip: float = 0.0,
         max_restarts: int = 32,
     ) -> None:
         try:
@@ -78,8 +83,12 @@ class RayExecutor(Executor):
         check_factories(env_fns)
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: expected a positive number of seconds, got {timeout_s}")
+        if not num_gpus_per_clip >= 0:
+            raise ValueError(f"num_gpus_per_clip: expected a number >= 0, got {num_gpus_per_clip}")
         self._ray = ray
-        self._actor_class = ray.remote(num_cpus=num_cpus_per_clip, max_restarts=0)(_ClipEnv)
+        self._actor_class = ray.remote(num_cpus=num_cpus_per_clip, num_gpus=num_gpus_per_clip, max_restarts=0)(
+            _ClipEnv
+        )
         self._env_fns = list(env_fns)
         self.num_clips = len(env_fns)
         self.timeout_s = float(timeout_s)
@@ -127,6 +136,8 @@ class RayExecutor(Executor):
             elif status == "died":
                 self._restart(clip)
                 results[clip] = died_result(f"Ray actor of clip {clip} died during step ({payload}); restarted")
+            elif status == "lost":  # the env replaced its simulator; the actor lives on
+                results[clip] = died_result(f"env of clip {clip} lost its simulator during step ({payload})")
             else:
                 raise ClipError(clip, f"step raised in its Ray actor: {payload}")
         return results
@@ -155,7 +166,9 @@ class RayExecutor(Executor):
                     clip, f"Ray actor did not answer {command!r} within {self.timeout_s:g} s; the actor was killed"
                 ) from None
             except ray.exceptions.RayTaskError as exc:
-                answers[clip] = ("error", str(exc.cause if exc.cause is not None else exc))
+                cause = exc.cause if exc.cause is not None else exc
+                status = "lost" if isinstance(cause, EnvLostError) else "error"
+                answers[clip] = (status, str(cause))
             except ray.exceptions.RayActorError as exc:
                 answers[clip] = ("died", type(exc).__name__)
         return answers

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "expert": ("found_rl.cli.expert", "drive the privileged expert; collect datasets"),
     "serve": ("found_rl.cli.serve", "run the VLM/CLIP advisor server"),
     "bench": ("found_rl.cli.bench", "speed and quality benchmarks (tables with side-by-side ratios)"),
+    "carla": ("found_rl.cli.carla", "start, stop and list supervised CARLA servers"),
 }
 
 EXIT_USAGE = 2

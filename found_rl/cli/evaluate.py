@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import SEED
+from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
 
 
@@ -36,6 +36,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--advisor-timeout", type=float, default=10.0, help="seconds to wait for an advisor answer"
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--carla-root",
+        type=Path,
+        help="backend: carla: start and supervise a CARLA server from this release for the evaluation "
+        "(default: use the running server at $FOUND_RL_CARLA, or localhost:2000)",
+    )
+    parser.add_argument("--carla-gpu", type=int_at_least(0), default=0, help="GPU of that server (default 0)")
     parser.set_defaults(run=run)
 
 
@@ -85,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
         if args.video_format == "mp4" and not mp4_supported():
             raise ValueError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
     scenario = prepare_scenario(args.scenario, args.routes)
+    if args.carla_root is not None:
+        from found_rl.sim.carla.server_process import find_carla_script
+
+        if scenario.backend != "carla":
+            raise ValueError(f"--carla-root: {args.scenario} uses backend: {scenario.backend}, not carla")
+        find_carla_script(args.carla_root)  # names a bad release folder before anything starts
     num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     identity = {
         "scenario": str(args.scenario.resolve()),
@@ -100,12 +113,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"results: {args.out} (already complete; nothing to run)")
         return 0
     agent = make_agent(args.agent, device=args.device, advisor_timeout_s=args.advisor_timeout)
-    env = None
+    env = backend = None
     try:
         observation = "bev" if args.agent.startswith(("checkpoint:", "advisor:")) else "state"  # others read no BEV
         render_mode = "rgb_array" if args.video_dir is not None else None
+        if args.carla_root is not None:
+            from found_rl.sim.carla.env_factory import start_supervised_backend
+
+            backend = start_supervised_backend(scenario, carla_root=args.carla_root, gpu=args.carla_gpu)
         bev = {"bev_config": agent.bev_config()} if isinstance(agent, CheckpointAgent) else {}
-        env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode, **bev)
+        env = gym.make(
+            DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode, backend=backend, **bev
+        )
         if isinstance(agent, CheckpointAgent):
             agent.check_observation_space(env.observation_space)
         evaluate(
@@ -123,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         agent.close()
         if env is not None:
             env.close()
+        elif backend is not None:  # the env never took it over
+            backend.close()
     print_summary(results)
     print(f"results: {args.out}")
     return 0

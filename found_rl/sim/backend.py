@@ -50,18 +50,9 @@ def make_backend(scenario: Scenario) -> Backend:
     """Build the backend a scenario asks for.
 
     Raises:
-        ValueError: the backend's package is not installed (e.g. CARLA).
+        ValueError: the backend cannot start from this scenario; for CARLA a
+            :class:`~found_rl.sim.carla.errors.CarlaSetupError` (no client installed, no server
+            answering, a version mismatch, an unknown town, a route off the map).
     """
-    target = BACKENDS[scenario.backend]
-    module_name, class_name = target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if scenario.backend == "carla":
-            raise ValueError(
-                f"{scenario.source_path or 'scenario'}: backend: 'carla' needs a running CARLA server and "
-                f"the CARLA backend: install found-rl[carla] and a found-rl version that ships "
-                f"found_rl.sim.carla (missing module: {exc.name}); or use backend: sumo"
-            ) from None
-        raise
-    return getattr(module, class_name)(scenario)
+    module_name, class_name = BACKENDS[scenario.backend].split(":")
+    return getattr(importlib.import_module(module_name), class_name)(scenario)

@@ -49,7 +49,7 @@ class Lane:
     """One lane of the road network (static).
 
     Attributes:
-        lane_id: backend lane id (SUMO ``edge_index``; CARLA ``road_lane``).
+        lane_id: backend lane id (SUMO ``edge_index``; CARLA ``road_section_lane``).
         centerline: ``(K, 2)`` float64 centre points, metres, in driving direction.
         width_m: lane width.
         is_junction: True for internal/junction lanes.

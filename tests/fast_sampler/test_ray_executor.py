@@ -57,3 +57,39 @@ def test_ray_env_factory_that_raises_names_its_clip(local_ray: None) -> None:
     fns = [functools.partial(CarlaLikeEnv), functools.partial(CarlaLikeEnv, obs_dim=0)]
     with pytest.raises(EnvFactoryError, match=r"clip 1: .*obs_dim"):
         RayExecutor(fns, num_cpus_per_clip=0.5, timeout_s=60)
+
+
+def test_ray_env_that_lost_its_simulator_loses_one_step_and_keeps_its_actor(local_ray: None) -> None:
+    import gymnasium as gym
+
+    from fast_sampler import EnvLostError
+
+    class LosesItsSimulator(gym.Wrapper):  # local: Ray ships it by value
+        def __init__(self) -> None:
+            super().__init__(CarlaLikeEnv(dict_obs=True, median_episode_steps=50.0))
+            self.steps = 0
+
+        def step(self, action):
+            self.steps += 1
+            if self.steps == 2:
+                raise EnvLostError("CARLA server hung; restarted it")
+            return self.env.step(action)
+
+    executor = RayExecutor([LosesItsSimulator], num_cpus_per_clip=0.5, timeout_s=60)
+    try:
+        pid = executor.worker_pid(0)
+        executor.reset({0: 0})
+        action = np.zeros(2, np.float32)
+        assert not executor.step({0: action})[0].worker_died
+        lost = executor.step({0: action})[0]
+        assert lost.worker_died and lost.truncated and "restarted it" in lost.info["worker_died"]
+        assert executor.worker_restarts == 0 and executor.worker_pid(0) == pid
+        executor.reset({0: 1})
+        assert not executor.step({0: action})[0].worker_died
+    finally:
+        executor.close()
+
+
+def test_ray_gpus_per_clip_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match=r"num_gpus_per_clip: expected a number >= 0, got -1"):
+        RayExecutor([CarlaLikeEnv], num_gpus_per_clip=-1)

@@ -322,7 +322,8 @@ def test_carla_backend_gives_install_advice():
             "routes": {"random_length_m": 100},
         }
     )
-    with pytest.raises(ValueError, match=r"install found-rl\[carla\]"):
+    # Without the client: how to install it; with it (and no server here): how to start one.
+    with pytest.raises(ValueError, match=r"pip install 'found-rl\[carla\]'|no CARLA server answered .*CarlaUE4\.sh"):
         make_backend(scenario)
 
 
