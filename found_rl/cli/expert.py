@@ -64,6 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     drive.add_argument("--route", type=int, default=None, help="route index (default: drawn from the seed)")
     drive.add_argument("--seed", type=SEED, default=0)
     drive.add_argument("--video", type=Path, help="write an annotated BEV video (.gif or .mp4)")
+    drive.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     drive.set_defaults(run=run_drive)
 
 
@@ -140,9 +141,11 @@ def run_collect(args: argparse.Namespace) -> int:
 
 def run_drive(args: argparse.Namespace) -> int:
     import gymnasium as gym
+    from tqdm import tqdm
 
     from found_rl import DRIVING_ENV_ID
     from found_rl.evaluation.agents import ExpertAgent
+    from found_rl.evaluation.progress import EpisodeProgress
     from found_rl.evaluation.runner import run_episode
     from found_rl.evaluation.video import VideoRecorder
     from found_rl.metrics import route_scores
@@ -160,7 +163,11 @@ def run_drive(args: argparse.Namespace) -> int:
         render_mode="rgb_array" if video is not None else None,
     )
     try:
-        outcome = run_episode(env, ExpertAgent(), args.route, args.seed, video)
+        with tqdm(total=100, unit="%", desc="route completion", disable=args.no_progress) as bar:
+            on_step = EpisodeProgress(bar, completion_as_bar=True)
+            outcome = run_episode(
+                env, ExpertAgent(), args.route, args.seed, video, on_step, show_progress=not args.no_progress
+            )
     finally:
         env.close()
     summary, scores = outcome.summary, route_scores(outcome.summary)
