@@ -15,8 +15,8 @@ class EpisodeProgress:
     Args:
         bar: a tqdm bar.
         completion_as_bar: the bar itself counts route completion in percent (``total=100``,
-            one bar per route: ``expert drive``); otherwise completion goes in the postfix of a
-            bar that counts something else (routes: ``eval``).
+            one bar per route, closed when the episode ends: ``expert drive``); otherwise
+            completion goes in the postfix of a bar that counts something else (routes: ``eval``).
     """
 
     def __init__(self, bar: Any, completion_as_bar: bool) -> None:
@@ -31,6 +31,8 @@ class EpisodeProgress:
         percent = int(100 * float(completion))
         if self.completion_as_bar and percent > self.bar.n:
             self.bar.update(percent - self.bar.n)
-        if self.steps % POSTFIX_EVERY_STEPS == 0:
+        if self.steps % POSTFIX_EVERY_STEPS == 0 or summary is not None:
             sim = f"sim {self.steps * STEP_S:.0f} s"
             self.bar.set_postfix_str(sim if self.completion_as_bar else f"route {percent} %, {sim}")
+        if self.completion_as_bar and summary is not None:
+            self.bar.close()  # the route's bar is done: what follows (a video write) prints below it

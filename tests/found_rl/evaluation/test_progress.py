@@ -23,6 +23,7 @@ def test_completion_drives_the_bar_in_percent_with_simulated_seconds():
         assert bar.n == 8
         progress({"route_completion": 0.995, "episode": SimpleNamespace(route_completion=1.0)})
         assert bar.n == 100  # the summary's completion, not the last step's 99.5 %
+        assert bar.postfix == "sim 2 s" and bar.disable  # closed: a video write prints below it
 
 
 def test_on_a_bar_of_routes_completion_goes_in_the_postfix():
