@@ -252,6 +252,17 @@ def test_the_readme_has_python_and_bash_blocks_that_run() -> None:
     assert sum(b.mode == "run" for b in readme) >= 3
 
 
+def test_ci_runs_the_readmes_own_install_and_test_commands() -> None:
+    """.ci/run must not drift from what the README tells a new user to run."""
+    readme_lines = {
+        line.strip() for block in BLOCKS if block.path == "README.md" for line in block.text.splitlines()
+    }
+    ci_commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    ci_commands = [line for line in ci_commands if line.startswith("python -m")]
+    assert any("pip install" in line for line in ci_commands) and any("pytest" in line for line in ci_commands)
+    assert [line for line in ci_commands if line not in readme_lines] == []
+
+
 @pytest.mark.parametrize(
     ("markdown", "message"),
     [
