@@ -9,7 +9,8 @@ Each block runs in a fresh folder that holds a copy of ``scenarios/`` (blocks ma
 and a link to ``tests/`` (for the short variants' small worlds): python blocks as a script,
 bash blocks with ``bash -euo pipefail``, where ``found-rl`` and ``python`` are this checkout's
 (``python -m found_rl``). A block passes when it exits 0 without a traceback or a warning on
-stderr.
+stderr (with Python's default filters, as a user sees them: a leaked shared-memory block or a
+gymnasium cast warning fails it).
 
 A block changes how it is tested only through an HTML comment on the line(s) right above its
 fence, visible in the Markdown source:
@@ -171,7 +172,7 @@ def prepare_folder(folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONWARNINGS"] = "default"  # show every warning once, so the check below sees it
+    env.pop("PYTHONWARNINGS", None)  # Python's defaults: user-facing warnings show, as for a user
     return env
 
 
