@@ -259,17 +259,26 @@ def _summary(results: list[RunResult]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from tqdm import tqdm
 
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
     sac_steps, ppo_steps = (3_000, 30_000) if args.quick else (args.sac_steps, args.ppo_steps)
     progress = (lambda message: print(message, file=sys.stderr, flush=True)) if args.verbose else None
-    sac_runs = [
-        train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress) for seed in seeds
-    ]
-    ppo_runs = [
-        train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress) for seed in seeds
-    ]
+    # one bar step per training run, on stderr (--verbose prints lines instead)
+    hide_bar = True if args.verbose else None  # None: tqdm shows it only on a terminal
+    with tqdm(total=2 * len(seeds), desc="bench learners", unit="run", disable=hide_bar) as bar:
+        sac_runs, ppo_runs = [], []
+        for seed in seeds:
+            bar.set_postfix_str(f"SAC Pendulum seed {seed}")
+            sac_runs.append(
+                train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress)
+            )
+            bar.update(1)
+        for seed in seeds:
+            bar.set_postfix_str(f"PPO CartPole seed {seed}")
+            ppo_runs.append(train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress))
+            bar.update(1)
     sac, ppo = _summary(sac_runs), _summary(ppo_runs)
     report = {
         "sac_pendulum_return": sac["mean"],
