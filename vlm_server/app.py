@@ -54,6 +54,8 @@ def create_app(
     app = web.Application(
         client_max_size=config.max_body_bytes,
         middlewares=[error_middleware, auth_middleware, query_middleware],
+        # bodies arrive raw; handlers decode them (vlm_server/content_encoding.py says why)
+        handler_args={"auto_decompress": False},
     )
     metrics = ServerMetrics()
     app[CONFIG_KEY] = config

@@ -20,9 +20,11 @@ from vlm_server.batcher import (
     gather_within,
 )
 from vlm_server.config import ServerConfig
+from vlm_server.content_encoding import HEADER as CONTENT_ENCODING
+from vlm_server.content_encoding import ContentEncodingError, decode_body, parse_encoding
 from vlm_server.images import DecodeBudget
 from vlm_server.keys import CONFIG_KEY, DRAINING_KEY, METRICS_KEY, SERVICES_KEY
-from vlm_server.middlewares import RequestError
+from vlm_server.middlewares import ClientDisconnected, RequestError
 from vlm_server.schemas import (
     AdviseBatchBody,
     AdviseItemBody,
@@ -178,13 +180,21 @@ def _deadline_s(request: web.Request, config: ServerConfig) -> float:
 
 
 async def _read_body(request: web.Request, config: ServerConfig) -> bytes:
-    """The raw body of a JSON request, within the size and time limits."""
+    """The decoded body of a JSON request, within the size and time limits.
+
+    The app reads bodies raw (``auto_decompress=False``): :mod:`vlm_server.content_encoding`
+    decodes them and names the encoding when it cannot.
+    """
     if request.content_type != "application/json":
         raise RequestError(
             415,
             f"content type must be application/json, got {request.content_type!r}",
             field="Content-Type",
         )
+    try:
+        coding = parse_encoding(request.headers.get(CONTENT_ENCODING))
+    except ContentEncodingError as exc:
+        raise RequestError(exc.status, str(exc), field=CONTENT_ENCODING) from None
     if request.content_length is not None and request.content_length > config.max_body_bytes:
         raise RequestError(
             413,
@@ -192,24 +202,32 @@ async def _read_body(request: web.Request, config: ServerConfig) -> bytes:
             field="body",
         )
     try:
-        return await asyncio.wait_for(request.read(), timeout=config.body_read_timeout_ms / 1000.0)
+        raw = await asyncio.wait_for(request.read(), timeout=config.body_read_timeout_ms / 1000.0)
     except asyncio.TimeoutError:  # not yet the builtin on Python 3.10
         raise RequestError(408, "request body not received in time", field="body") from None
+    except ConnectionResetError:  # aiohttp's "Connection lost" when the client hangs up mid-body
+        raise ClientDisconnected("before its body was complete") from None
     except web.HTTPRequestEntityTooLarge:
         raise RequestError(
             413,
             f"body exceeds the limit of {config.max_body_bytes} bytes",
             field="body",
         ) from None
-    except web.RequestPayloadError as exc:  # corrupt gzip/deflate or chunked framing
+    except web.RequestPayloadError as exc:  # broken chunked framing
         detail = getattr(exc.__cause__, "message", None) or str(exc)
-        encoding = request.headers.get("Content-Encoding")
         raise RequestError(
             400,
             f"body could not be read: {detail}",
-            field="Content-Encoding" if encoding else "body",
+            field="body",
             close_connection=True,
         ) from None
+    try:
+        if coding == "identity":
+            return raw
+        # inflating megabytes takes milliseconds: off the loop, like parsing (see _serve)
+        return await asyncio.to_thread(decode_body, raw, coding, config.max_body_bytes)
+    except ContentEncodingError as exc:
+        raise RequestError(exc.status, str(exc), field=CONTENT_ENCODING) from None
 
 
 def _parse_items(

@@ -41,6 +41,14 @@ class RequestError(Exception):
         self.details: list[dict[str, str]] = []
 
 
+class ClientDisconnected(Exception):
+    """The client closed its connection before the server could answer: its fault, not ours."""
+
+
+CLIENT_CLOSED_STATUS = 499
+"""Metrics label for a request whose client went away (nginx's convention); never sent."""
+
+
 @web.middleware
 async def error_middleware(
     request: web.Request, handler: Handler
@@ -71,14 +79,35 @@ async def error_middleware(
             status=exc.status,
             headers=_safe_headers(exc),
         )
+    except ClientDisconnected as exc:
+        _log_client_gone(request, str(exc))
+        response = web.Response(status=CLIENT_CLOSED_STATUS)  # counted below; the write goes nowhere
     except asyncio.CancelledError:
+        # aiohttp cancels the handler of a vanished client when run with handler_cancellation
+        if _client_is_gone(request):
+            _log_client_gone(request, "while its request was served")
+            metrics.requests.labels(route, str(CLIENT_CLOSED_STATUS)).inc()
         raise
     except Exception:
         logger.exception("unhandled error on %s %s", request.method, request.path)
         response = web.json_response({"error": "internal server error"}, status=500)
-    metrics.requests.labels(route, str(response.status)).inc()
+    status = response.status
+    if status != CLIENT_CLOSED_STATUS and _client_is_gone(request):
+        _log_client_gone(request, f"before its {status} reply")
+        status = CLIENT_CLOSED_STATUS
+    metrics.requests.labels(route, str(status)).inc()
     metrics.request_seconds.labels(route).observe(time.perf_counter() - started_s)
     return response
+
+
+def _client_is_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _log_client_gone(request: web.Request, when: str) -> None:
+    """One INFO line per vanished client: routine for a server, and no fault of ours."""
+    logger.info("client %s went away %s: %s %s", request.remote, when, request.method, request.path)
 
 
 def _http_error_body(request: web.Request, exc: web.HTTPException) -> dict[str, Any]:

@@ -35,6 +35,18 @@ class RunResult:
     env_steps: int
 
 
+def unit_action_env(env_id: str) -> Any:
+    """``env_id`` with its Box actions rescaled to [-1, 1], the learners' action range.
+
+    The bounds are float32 like the env's action space, so gymnasium does not warn that it
+    cast them from float64.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    return gym.wrappers.RescaleAction(gym.make(env_id), np.float32(-1.0), np.float32(1.0))
+
+
 def evaluate(
     policy_act: Callable[[Any], Any],
     env_id: str,
@@ -46,9 +58,7 @@ def evaluate(
     import gymnasium as gym
     import numpy as np
 
-    env = gym.make(env_id)
-    if rescale:
-        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    env = unit_action_env(env_id) if rescale else gym.make(env_id)
     returns = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
@@ -76,7 +86,6 @@ def train_sac_pendulum(
     With ``progress`` and ``eval_every > 0``, also reports a 5-episode deterministic evaluation
     every ``eval_every`` steps (a learning curve for slow machines).
     """
-    import gymnasium as gym
     import numpy as np
     import torch
 
@@ -89,7 +98,7 @@ def train_sac_pendulum(
     # TRY NOT TO MODIFY: seeding
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)
+    env = unit_action_env("Pendulum-v1")
     env.action_space.seed(seed)
     spec = obs_spec_from_space(env.observation_space)
     action_dim = int(env.action_space.shape[0])
@@ -250,17 +259,26 @@ def _summary(results: list[RunResult]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from tqdm import tqdm
 
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
     sac_steps, ppo_steps = (3_000, 30_000) if args.quick else (args.sac_steps, args.ppo_steps)
     progress = (lambda message: print(message, file=sys.stderr, flush=True)) if args.verbose else None
-    sac_runs = [
-        train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress) for seed in seeds
-    ]
-    ppo_runs = [
-        train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress) for seed in seeds
-    ]
+    # one bar step per training run, on stderr (--verbose prints lines instead)
+    hide_bar = True if args.verbose else None  # None: tqdm shows it only on a terminal
+    with tqdm(total=2 * len(seeds), desc="bench learners", unit="run", disable=hide_bar) as bar:
+        sac_runs, ppo_runs = [], []
+        for seed in seeds:
+            bar.set_postfix_str(f"SAC Pendulum seed {seed}")
+            sac_runs.append(
+                train_sac_pendulum(seed, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress)
+            )
+            bar.update(1)
+        for seed in seeds:
+            bar.set_postfix_str(f"PPO CartPole seed {seed}")
+            ppo_runs.append(train_ppo_cartpole(seed, ppo_steps, eval_episodes=args.eval_episodes, progress=progress))
+            bar.update(1)
     sac, ppo = _summary(sac_runs), _summary(ppo_runs)
     report = {
         "sac_pendulum_return": sac["mean"],

@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     import functools
 
     import torch
+    from tqdm import tqdm
 
     from fast_sampler import CarlaLikeEnv
     from fast_sampler.rules import check_rho
@@ -150,11 +151,12 @@ def run(args: argparse.Namespace) -> int:
         probe.close()
     policy = MlpPolicy(obs_dim, args.seed)
 
-    results: list[Measurement] = [measure("single", [env_fn], policy, args, transitions)]
     names = [*SAMPLERS[1:], "fast_adaptive"] if args.adaptive else list(SAMPLERS[1:])
-    for num_clips in clip_counts:
-        for name in names:
-            results.append(measure(name, [env_fn] * num_clips, policy, args, transitions))
+    cases = [("single", 1)] + [(name, num_clips) for num_clips in clip_counts for name in names]
+    results: list[Measurement] = []
+    # stderr, and only on a terminal: the table or JSON on stdout stays clean
+    for name, num_clips in tqdm(cases, desc="bench sampler", unit="case", disable=None):
+        results.append(measure(name, [env_fn] * num_clips, policy, args, transitions))
     report = build_report(results, args.env, env_description, transitions, clip_counts)
     print(json.dumps(report, indent=2) if args.json else format_table(report, results))
     return 0

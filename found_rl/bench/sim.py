@@ -215,6 +215,7 @@ def _pin_to_one_core() -> str:
 
 def run(args: argparse.Namespace) -> int:
     import cv2
+    from tqdm import tqdm
 
     from found_rl.env import DrivingEnv
     from found_rl.scenario import load_scenario
@@ -251,9 +252,12 @@ def run(args: argparse.Namespace) -> int:
     reset_key = f"bev_{counts[len(counts) // 2]}"  # the headline reset: BEV at the middle count
     results: dict[str, list[dict[str, Any]]] = {}
     resets: dict[str, tuple[list[float], list[float]]] = {}
+    # stderr, and only on a terminal: the table or JSON on stdout stays clean
+    bar = tqdm(total=args.repeat * len(runs), desc="bench sim", unit="run", disable=None)
     for round_index in range(args.repeat):
         for observation, vehicles in runs:
             key = f"{observation}_{vehicles}"
+            bar.set_postfix_str(f"{key}, round {round_index + 1}/{args.repeat}")
             env = DrivingEnv(scenario_with(vehicles), observation=observation)
             try:
                 result = measure_env(env, args.steps, scenario.seed)
@@ -266,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
             results.setdefault(key, []).append(result)
             wall_ms.extend(result["reset_ms"][1:])  # the first reset also starts SUMO; reported apart
             cpu_ms.extend(result["reset_cpu_ms"][1:])
+            bar.update(1)
+    bar.close()
     for key, repeats in results.items():
         # The median run by speed, whole (its breakdown adds up to its own step time).
         result = sorted(repeats, key=lambda r: r["steps_per_s"])[len(repeats) // 2]

@@ -3,20 +3,33 @@
 Examples::
 
     found-rl expert drive --scenario scenarios/town_grid.yaml --route 0 --video expert.gif
-    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --noise 0.05 --out data/expert
+    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --perturb-chance 0.05 --out data/expert
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from found_rl.cli.argtypes import SEED, int_at_least
+from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
 
 if TYPE_CHECKING:
     from found_rl.scenario import Scenario
+
+
+PROBABILITY = finite_float(0.0, inclusive=True, maximum=1.0)
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag name that still works, with a one-line notice naming its replacement."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        new_name = "--" + self.dest.replace("_", "-")
+        print(f"{parser.prog}: {option_string} is deprecated; use {new_name} (same meaning)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,11 +43,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     collect.add_argument("--steps", required=True, type=int, help="samples to write (one per env step)")
     collect.add_argument("--out", required=True, type=Path, help="output folder (must be empty or new)")
     collect.add_argument(
-        "--noise", type=float, default=0.0, help="chance per step of a 1 s action perturbation"
+        "--perturb-chance",
+        type=PROBABILITY,
+        default=0.0,
+        metavar="P",
+        help="chance per 0.1 s step of starting a 1 s action perturbation (default 0: none); bursts then "
+        "cover about 10P/(9P+1) of the samples: 0.02 -> 17%%, 0.05 -> 34%%, 0.2 -> 71%%",
+    )
+    collect.add_argument(
+        "--noise", type=PROBABILITY, dest="perturb_chance", action=DeprecatedAlias, help=argparse.SUPPRESS
     )
     collect.add_argument("--seed", type=SEED, default=0)
     collect.add_argument("--samples-per-shard", type=int_at_least(1), default=1000)
-    collect.add_argument("--no-progress", action="store_true")
+    collect.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     collect.set_defaults(run=run_collect)
 
     drive = actions.add_parser("drive", help="drive one route and print its leaderboard scores")
@@ -43,6 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     drive.add_argument("--route", type=int, default=None, help="route index (default: drawn from the seed)")
     drive.add_argument("--seed", type=SEED, default=0)
     drive.add_argument("--video", type=Path, help="write an annotated BEV video (.gif or .mp4)")
+    drive.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     drive.set_defaults(run=run_drive)
 
 
@@ -81,38 +103,49 @@ def run_collect(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from found_rl import DRIVING_ENV_ID
-    from found_rl.dataset.collect import NoiseConfig, collect
+    from found_rl.dataset.collect import PerturbationConfig, collect
     from found_rl.dataset.shards import ShardWriter
+    from found_rl.sim.snapshot import STEP_S
 
-    noise = NoiseConfig(probability=args.noise)
+    perturbation = PerturbationConfig(chance_per_step=args.perturb_chance)
     check_output_dir(args.out, "--out")
     scenario = _scenario(args.scenario, args.routes)
     settings = {
         "scenario": str(args.scenario.resolve()),
         "routes": str(scenario.routes.file) if scenario.routes.file else None,
         "steps": args.steps,
-        "noise": args.noise,
+        "perturb_chance": perturbation.chance_per_step,
+        "perturb_duration_steps": perturbation.duration_steps,
         "seed": args.seed,
     }
     writer = ShardWriter(args.out, samples_per_shard=args.samples_per_shard, settings=settings)
     env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation="bev", render_mode="rgb_array")
     try:
         with writer:
-            counts = collect(env, writer, args.steps, noise, args.seed, show_progress=not args.no_progress)
+            counts = collect(env, writer, args.steps, perturbation, args.seed, show_progress=not args.no_progress)
     finally:
         env.close()
     print(
-        f"wrote {counts['samples']} samples ({counts['perturbed']} perturbed) from {counts['episodes']} "
-        f"episodes in {len(writer.shards)} shards to {args.out}"
+        f"wrote {counts['samples']} samples from {counts['episodes']} episodes in {len(writer.shards)} shards "
+        f"to {args.out}"
     )
+    if perturbation.chance_per_step > 0:
+        print(
+            f"perturbed {counts['perturbed']} of {counts['samples']} samples "
+            f"({100 * counts['perturbed'] / counts['samples']:.1f} %); --perturb-chance "
+            f"{perturbation.chance_per_step:g} with {perturbation.duration_steps * STEP_S:g} s bursts "
+            f"expects about {100 * perturbation.expected_fraction():.1f} %"
+        )
     return 0
 
 
 def run_drive(args: argparse.Namespace) -> int:
     import gymnasium as gym
+    from tqdm import tqdm
 
     from found_rl import DRIVING_ENV_ID
     from found_rl.evaluation.agents import ExpertAgent
+    from found_rl.evaluation.progress import EpisodeProgress
     from found_rl.evaluation.runner import run_episode
     from found_rl.evaluation.video import VideoRecorder
     from found_rl.metrics import route_scores
@@ -130,7 +163,11 @@ def run_drive(args: argparse.Namespace) -> int:
         render_mode="rgb_array" if video is not None else None,
     )
     try:
-        outcome = run_episode(env, ExpertAgent(), args.route, args.seed, video)
+        with tqdm(total=100, unit="%", desc="route completion", disable=args.no_progress) as bar:
+            on_step = EpisodeProgress(bar, completion_as_bar=True)
+            outcome = run_episode(
+                env, ExpertAgent(), args.route, args.seed, video, on_step, show_progress=not args.no_progress
+            )
     finally:
         env.close()
     summary, scores = outcome.summary, route_scores(outcome.summary)

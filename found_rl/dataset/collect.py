@@ -1,7 +1,7 @@
-"""Collect expert driving data, optionally with injected action noise and recovery (DART-style).
+"""Collect expert driving data, optionally with action perturbations and recovery (DART-style).
 
-Every sample pairs the observation o_t with the *expert's* action for o_t. With noise, the
-executed action is sometimes perturbed for a short burst, so the car drifts into off-nominal
+Every sample pairs the observation o_t with the *expert's* action for o_t. With perturbations,
+the executed action is sometimes offset for a short burst, so the car drifts into off-nominal
 states; the stored labels there are still the expert's corrections, which teach recovery.
 """
 
@@ -18,32 +18,46 @@ from found_rl.expert import ExpertDriver, expert_action
 
 
 @dataclass(frozen=True)
-class NoiseConfig:
-    """Action perturbations.
+class PerturbationConfig:
+    """Bursts of constant action offsets.
 
     Attributes:
-        probability: chance per step of starting a perturbation (0 disables noise).
-        duration_steps: length of a perturbation, steps of 0.1 s.
+        chance_per_step: chance, at each step outside a burst, that a burst starts there
+            (0 disables perturbations). Because a burst lasts ``duration_steps``, the perturbed
+            share of samples is much larger: see :meth:`expected_fraction`.
+        duration_steps: length of a burst, steps of 0.1 s.
         steer_offset: maximum absolute steer offset (drawn uniformly, random sign).
         acc_offset: standard deviation of the acc offset.
     """
 
-    probability: float = 0.0
+    chance_per_step: float = 0.0
     duration_steps: int = 10
     steer_offset: float = 0.4
     acc_offset: float = 0.3
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.probability <= 1.0:
-            raise ValueError(f"--noise must be a probability in [0, 1], got {self.probability}")
+        if not 0.0 <= self.chance_per_step <= 1.0:
+            raise ValueError(f"--perturb-chance must be a probability in [0, 1], got {self.chance_per_step}")
         if self.duration_steps < 1:
-            raise ValueError(f"noise duration_steps must be >= 1, got {self.duration_steps}")
+            raise ValueError(f"perturbation duration_steps must be >= 1, got {self.duration_steps}")
+
+    def expected_fraction(self) -> float:
+        """Long-run share of perturbed steps: ``d·p / (d·p + 1 − p)``.
+
+        Between bursts the wait is geometric with mean ``(1 − p) / p`` steps, then a burst
+        covers ``d`` steps (renewal argument). Episode ends cut bursts short, so a dataset of
+        short episodes comes out a little below this.
+        """
+        chance, duration = self.chance_per_step, self.duration_steps
+        if chance == 0.0:
+            return 0.0
+        return duration * chance / (duration * chance + 1.0 - chance)
 
 
-class NoiseInjector:
+class ActionPerturber:
     """Adds a constant offset to the action during bursts started at random steps."""
 
-    def __init__(self, config: NoiseConfig, rng: np.random.Generator) -> None:
+    def __init__(self, config: PerturbationConfig, rng: np.random.Generator) -> None:
         self.config = config
         self.rng = rng
         self._left = 0
@@ -59,7 +73,7 @@ class NoiseInjector:
     def apply(self, action: np.ndarray) -> np.ndarray:
         """The action to execute: ``action`` itself, or ``action + offset`` during a burst."""
         config = self.config
-        if self._left == 0 and config.probability > 0 and self.rng.random() < config.probability:
+        if self._left == 0 and config.chance_per_step > 0 and self.rng.random() < config.chance_per_step:
             self._left = config.duration_steps
             steer = self.rng.uniform(0.5, 1.0) * config.steer_offset * self.rng.choice((-1.0, 1.0))
             self._offset = np.array([self.rng.normal(0.0, config.acc_offset), steer], dtype=np.float32)
@@ -73,7 +87,7 @@ def collect(
     env: Any,
     writer: ShardWriter,
     steps: int,
-    noise: NoiseConfig,
+    perturbation: PerturbationConfig,
     seed: int,
     show_progress: bool = True,
 ) -> dict[str, int]:
@@ -88,7 +102,7 @@ def collect(
 
     rng = np.random.default_rng(seed)
     driver = ExpertDriver()
-    injector = NoiseInjector(noise, rng)
+    perturber = ActionPerturber(perturbation, rng)
     unwrapped = env.unwrapped
     episodes = perturbed = 0
     obs: dict[str, np.ndarray] | None = None
@@ -102,14 +116,14 @@ def collect(
                 )
                 obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
                 driver.reset()
-                injector.reset()
+                perturber.reset()
                 episodes += 1
                 step_in_episode = 0
             snapshot = unwrapped.snapshot
             observation = driver.observe(snapshot)
             action = np.array(expert_action(observation, driver.config), dtype=np.float32)
-            executed = injector.apply(action)
-            is_perturbed = injector.is_active or not np.array_equal(executed, action)
+            executed = perturber.apply(action)
+            is_perturbed = perturber.is_active or not np.array_equal(executed, action)
             perturbed += int(is_perturbed)
             acc, steer = float(action[0]), float(action[1])
             speed_mps = float(snapshot.ego.forward_speed_mps)

@@ -8,6 +8,7 @@ so this measures the advisor as a closed-loop driver.
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 
@@ -19,22 +20,34 @@ from found_rl.sim.snapshot import WorldSnapshot
 FALLBACK_ACTION = np.array([-1.0, 0.0], dtype=np.float32)
 """Full brake, used until the advisor has answered once in an episode."""
 
+RETRY_S = 0.25  # between attempts to reach a server that is still starting
+
 
 def check_reachable(url: str, timeout_s: float) -> None:
-    """Raise ``ValueError`` unless ``GET url/healthz`` answers within ``timeout_s``."""
+    """Raise ``ValueError`` unless ``GET url/healthz`` answers within ``timeout_s``.
+
+    A refused connection is retried until then: a server started just before (``found-rl
+    serve ... &``) is still importing its backends.
+    """
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--agent advisor:{url}: the URL must start with http:// or https://")
     health = url.rstrip("/") + "/healthz"
-    try:
-        with urllib.request.urlopen(health, timeout=timeout_s) as response:
-            if response.status != 200:
-                raise ValueError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ValueError(
-            f"--agent advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
-            "is `found-rl serve` running there?"
-        ) from None
+    deadline_s = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(health, timeout=max(deadline_s - time.monotonic(), 0.1)) as response:
+                if response.status != 200:
+                    raise ValueError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
+                return
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ConnectionRefusedError) and time.monotonic() + RETRY_S < deadline_s:
+                time.sleep(RETRY_S)
+                continue
+            raise ValueError(
+                f"--agent advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
+                "is `found-rl serve` running there?"
+            ) from None
 
 
 class AdvisorAgent:

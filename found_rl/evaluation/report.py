@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from rich.console import Console
 from rich.table import Table
 
@@ -19,13 +21,16 @@ _RATE_COLUMNS = (
 
 
 def print_summary(results: ResultsFile, console: Console | None = None) -> None:
-    """One row per record and a mean row: DS, RC, IP in %, status and infraction counts."""
+    """One row per record and a mean row: DS, RC, IP in %, status, infractions, simulated and wall time."""
     table = Table(title=f"{results.path}  ({len(results.records)}/{results.total} episodes)")
-    for name in ("route", "status", "DS %", "RC %", "IP %", "infractions", "time s"):
-        table.add_column(name, justify="right" if name.endswith(("%", "s")) else "left")
+    for name in ("route", "status", "DS %", "RC %", "IP %", "infractions", "sim time s", "wall time s"):
+        table.add_column(name, justify="right" if name.endswith(("%", " s")) else "left")
+    sim_s, wall_s = [], []
     for record in results.records:
         scores, meta = record["scores"], record["meta"]
         counts = ", ".join(f"{k} {n}" for k, n in meta["infraction_counts"].items() if n)
+        sim_s.append(float(meta["duration_game"]))
+        wall_s.append(float(meta["duration_system"]))
         table.add_row(
             record["route_id"],
             record["status"],
@@ -33,7 +38,8 @@ def print_summary(results: ResultsFile, console: Console | None = None) -> None:
             f"{scores['score_route']:.1f}",
             f"{scores['score_penalty']:.1f}",
             counts or "-",
-            f"{meta['duration_game']:.0f}",
+            f"{sim_s[-1]:.0f}",
+            f"{wall_s[-1]:.1f}",
         )
     totals = results.global_scores()
     table.add_section()
@@ -44,6 +50,7 @@ def print_summary(results: ResultsFile, console: Console | None = None) -> None:
         f"{100 * totals.route_completion:.1f}",
         f"{100 * totals.infraction_penalty:.1f}",
         ", ".join(f"{name} {totals.infractions_per_km[kind]:.2f}" for name, kind in _RATE_COLUMNS),
-        "",
+        f"{statistics.fmean(sim_s):.0f}" if sim_s else "",
+        f"{statistics.fmean(wall_s):.1f}" if wall_s else "",
     )
     print_table(table, console)

@@ -9,12 +9,14 @@ there).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from found_rl.evaluation.progress import EpisodeProgress
 from found_rl.evaluation.results import ResultsFile, build_record
 from found_rl.evaluation.video import VideoRecorder
 from found_rl.events import EpisodeSummary
@@ -48,8 +50,13 @@ def run_episode(
     route_index: int,
     seed: int,
     video: VideoRecorder | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    show_progress: bool = False,
 ) -> EpisodeOutcome:
     """Drive one episode of route ``route_index`` to its end.
+
+    ``on_step`` gets each step's ``info`` (a progress bar's hook); ``show_progress`` shows
+    the video write.
 
     Raises:
         RuntimeError: if the env ends an episode without ``info["episode"]``.
@@ -64,6 +71,8 @@ def run_episode(
             # The env renders the RGB BEV of this snapshot (render_mode="rgb_array").
             video.add(env.render(), float(info.get("speed_mps", 0.0)), int(info.get("command", -1)), action)
         obs, _, terminated, truncated, info = env.step(action)
+        if on_step is not None:
+            on_step(info)
         if terminated or truncated:
             break
     summary = info.get("episode")
@@ -73,7 +82,7 @@ def run_episode(
             f"(got {type(summary).__name__}); this is a bug in the env"
         )
     if video is not None:
-        video.close()
+        video.close(show_progress)
     return EpisodeOutcome(summary=summary, wall_s=time.perf_counter() - start)
 
 
@@ -109,7 +118,12 @@ def evaluate(
                         video_dir / f"{index:04d}_route{route_index}_rep{repetition}.{video_format}"
                     )
                 outcome = run_episode(
-                    env, agent, route_index, episode_seed(seed, route_index, repetition), video
+                    env,
+                    agent,
+                    route_index,
+                    episode_seed(seed, route_index, repetition),
+                    video,
+                    on_step=EpisodeProgress(bar, completion_as_bar=False) if show_progress else None,
                 )
                 scores = route_scores(outcome.summary)
                 results.add(build_record(index, repetition, outcome.summary, scores, outcome.wall_s))

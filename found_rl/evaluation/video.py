@@ -7,6 +7,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from found_rl.actions import RoadOption
 from found_rl.atomic import replaced_atomically
@@ -51,6 +52,11 @@ def mp4_supported() -> bool:
 class VideoRecorder:
     """Collects annotated frames and writes a GIF or MP4 (by suffix) when closed.
 
+    GIF frames are reduced to an adaptive 256-colour palette as they arrive (what the GIF
+    writer would do at the end): the colour reduction, most of a GIF's encoding time, then
+    runs during the drive, whose progress bar shows it, and each frame keeps a third of the
+    memory.
+
     Raises:
         ValueError: on an unsupported suffix, or ``.mp4`` without the imageio-ffmpeg plug-in.
     """
@@ -61,19 +67,33 @@ class VideoRecorder:
             raise ValueError(f"video {self.path}: suffix must be one of {VIDEO_SUFFIXES}")
         if self.path.suffix == ".mp4" and not mp4_supported():
             raise ValueError(f"video {self.path}: {MP4_NEEDS}; or write a .gif")
-        self.frames: list[np.ndarray] = []
+        self.frames: list[np.ndarray | Image.Image] = []
+
+    @property
+    def is_gif(self) -> bool:
+        return self.path.suffix == ".gif"
 
     def add(self, bev_rgb: np.ndarray, speed_mps: float, command: int, action: np.ndarray) -> None:
-        self.frames.append(annotate_frame(bev_rgb, speed_mps, command, action))
+        frame = annotate_frame(bev_rgb, speed_mps, command, action)
+        if self.is_gif:
+            self.frames.append(Image.fromarray(frame).convert("P", palette=Image.Palette.ADAPTIVE))
+        else:
+            self.frames.append(frame)
 
-    def close(self) -> None:
-        import imageio.v2 as imageio
+    def close(self, show_progress: bool = False) -> None:
+        """Write the video (atomically) and drop the frames; a bar shows the write when asked."""
+        from tqdm import tqdm
 
         if not self.frames:
             return
-        with replaced_atomically(self.path) as tmp:
-            if self.path.suffix == ".gif":
-                imageio.mimsave(tmp, self.frames, duration=1000 / FPS, loop=0)
-            else:
-                imageio.mimsave(tmp, self.frames, fps=FPS, macro_block_size=1)
+        with tqdm(total=1, unit="video", desc=f"write {self.path.name}", disable=not show_progress) as bar:
+            with replaced_atomically(self.path) as tmp:
+                if self.is_gif:
+                    first, *rest = self.frames
+                    first.save(tmp, format="GIF", save_all=True, append_images=rest, duration=1000 / FPS, loop=0)
+                else:
+                    import imageio.v2 as imageio
+
+                    imageio.mimsave(tmp, self.frames, fps=FPS, macro_block_size=1)
+            bar.update(1)
         self.frames = []

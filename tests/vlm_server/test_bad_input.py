@@ -2,16 +2,23 @@
 
 import asyncio
 import base64
+import gzip
 import io
 import json
+import logging
+import socket
+import zlib
 
+import aiohttp
 import numpy as np
 import pytest
+from aiohttp import web
 from PIL import Image
 
 from vlm_server.app import create_app
 from vlm_server.backends.fixed_cost import FixedCostScorer
 from vlm_server.images import encode_image
+from vlm_server.keys import METRICS_KEY
 
 GOOD = {"id": "ok", "command": 4, "speed_mps": 1.0}
 
@@ -317,8 +324,8 @@ async def test_routing_errors_say_what_would_work(client):
     assert response.headers["Allow"] == "POST"
 
 
-async def test_unreadable_body_closes_the_connection_cleanly(client):
-    """A corrupt gzip body leaves the connection unusable: say so, so the next request works."""
+async def test_a_corrupt_gzip_body_leaves_the_connection_usable(client):
+    """The server reads the raw body to its end before decoding, so keep-alive still works."""
     for _ in range(3):
         response = await client.post(
             "/v1/advise",
@@ -326,8 +333,112 @@ async def test_unreadable_body_closes_the_connection_cleanly(client):
             headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
         )
         assert response.status == 400
-        assert response.headers.get("Connection", "").lower() == "close"
         assert (await client.post("/v1/advise", json=GOOD)).status == 200
+
+
+GZIPPED = gzip.compress(json.dumps(GOOD).encode())
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "status", "message"),
+    [
+        ("gzip", GZIPPED[:-12], 400, "Content-Encoding gzip: the body ends before its gzip stream does"),
+        ("gzip", GZIPPED[:10], 400, "Content-Encoding gzip: the body ends before its gzip stream does"),
+        ("deflate", b"\xff\xff\xff\xff", 400, "Content-Encoding deflate: the body is not valid deflate"),
+        ("zstd", json.dumps(GOOD).encode(), 400, "Content-Encoding 'zstd' is not supported"),
+        ("br", json.dumps(GOOD).encode(), 400, "Content-Encoding 'br' is not supported"),
+        ("gzip, gzip", gzip.compress(GZIPPED), 400, "stacked encodings are not supported"),
+        ("gzip", gzip.compress(b" " * 70_000), 413, "decodes to more than the limit of 65536 bytes"),
+    ],
+    ids=["truncated", "header-only", "corrupt-deflate", "zstd", "br", "stacked", "bomb"],
+)
+async def test_bad_encodings_are_answered_naming_the_encoding(client, encoding, body, status, message):
+    response = await client.post(
+        "/v1/advise", data=body, headers={"Content-Type": "application/json", "Content-Encoding": encoding}
+    )
+    assert response.status == status
+    reply = await response.json()
+    assert reply["field"] == "Content-Encoding" and message in reply["error"], reply
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate", "identity"])
+async def test_encoded_bodies_are_served(client, encoding):
+    body = json.dumps(GOOD).encode()
+    encoded = {"gzip": gzip.compress, "x-gzip": gzip.compress, "deflate": zlib.compress}.get(encoding, bytes)(body)
+    response = await client.post(
+        "/v1/advise", data=encoded, headers={"Content-Type": "application/json", "Content-Encoding": encoding}
+    )
+    assert response.status == 200 and (await response.json())["ok"] is True
+
+
+def requests_by_status(metrics_text: str) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith("vlm_server_requests_total{") and 'route="/v1/advise"' in line:
+            status = line.split('status="')[1].split('"')[0]
+            counts[status] = counts.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+@pytest.fixture(params=["handler-cancellation", "as-run-server"])
+async def slow_server(request, aiohttp_server, server_config):
+    """``(host, port, app)`` of a server whose answers take 300 ms.
+
+    ``handler-cancellation``: aiohttp's test server, which cancels the handler of a vanished
+    client. ``as-run-server``: an ``AppRunner`` with aiohttp's defaults, as ``run_server`` uses,
+    where the handler finishes and its reply goes nowhere.
+    """
+    app = create_app(server_config(options={"base_ms": 300.0, "per_item_ms": 0.0}))
+    if request.param == "handler-cancellation":
+        server = await aiohttp_server(app)
+        host, port = server.host, server.port
+        runner = None
+    else:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        listening = socket.socket()
+        listening.bind(("127.0.0.1", 0))
+        host, port = listening.getsockname()
+        await web.SockSite(runner, listening).start()
+    async with aiohttp.ClientSession() as session:
+        while (await session.get(f"http://{host}:{port}/readyz")).status != 200:
+            await asyncio.sleep(0.01)
+    yield host, port, app
+    if runner is not None:
+        await runner.cleanup()
+
+
+async def test_a_client_that_hangs_up_is_logged_once_and_counted_as_499(slow_server, caplog):
+    """Over a real socket: gone mid-body, and gone while its (slow) answer is computed."""
+    host, port, app = slow_server
+    caplog.set_level(logging.DEBUG)
+    body = json.dumps(GOOD).encode()
+    head = b"POST /v1/advise HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    mid_body = head + b"Content-Length: 500\r\n\r\n" + body[:5]
+    whole = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    for request in (mid_body, whole):
+        _, writer = await asyncio.open_connection(host, port)
+        writer.write(request)
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the whole one is queued by now
+        writer.close()
+        await writer.wait_closed()
+    registry = app[METRICS_KEY].registry
+    for _ in range(200):  # the slow answer is done and its reply dropped
+        if registry.get_sample_value("vlm_server_requests_total", {"route": "/v1/advise", "status": "499"}) == 2:
+            break
+        await asyncio.sleep(0.01)
+
+    async with aiohttp.ClientSession() as session:
+        counts = requests_by_status(await (await session.get(f"http://{host}:{port}/metrics")).text())
+    assert counts == {"499": 2.0}, counts
+    records = [r for r in caplog.records if r.name.startswith(("vlm_server", "aiohttp.server", "aiohttp.web"))]
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+    assert all(r.exc_info is None for r in records)
+    gone = [r.getMessage() for r in records if "went away" in r.getMessage()]
+    assert len(gone) == 2, gone
+    assert "before its body was complete" in gone[0]
+    assert "while its request was served" in gone[1] or "before its 200 reply" in gone[1]
 
 
 async def test_image_decoding_is_capped_per_request(aiohttp_client, server_config):

@@ -9,7 +9,7 @@ import pytest
 
 from found_rl.cli import expert as expert_cli
 from found_rl.dataset import clip_caption, iter_samples, read_manifest
-from found_rl.dataset.collect import NoiseConfig, NoiseInjector
+from found_rl.dataset.collect import ActionPerturber, PerturbationConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY_TOWN = ROOT / "tests" / "found_rl" / "evaluation" / "data" / "tiny_town.yaml"
@@ -22,7 +22,7 @@ def run_expert(argv: list[str]) -> int:
     return args.run(args)
 
 
-def test_collect_round_trip_with_noise(tmp_path):
+def test_collect_round_trip_with_perturbations(tmp_path, capsys):
     out = tmp_path / "data"
     argv = [
         "collect",
@@ -30,7 +30,7 @@ def test_collect_round_trip_with_noise(tmp_path):
         str(TINY_TOWN),
         "--steps",
         "40",
-        "--noise",
+        "--perturb-chance",
         "0.2",
         "--samples-per-shard",
         "16",
@@ -42,7 +42,8 @@ def test_collect_round_trip_with_noise(tmp_path):
     manifest = read_manifest(out)
     assert manifest["num_samples"] == 40
     assert [s["samples"] for s in manifest["shards"]] == [16, 16, 8]
-    assert manifest["settings"]["noise"] == 0.2
+    assert manifest["settings"]["perturb_chance"] == 0.2
+    assert manifest["settings"]["perturb_duration_steps"] == 10
 
     samples = list(iter_samples(out))
     assert len(samples) == 40
@@ -56,19 +57,25 @@ def test_collect_round_trip_with_noise(tmp_path):
         answer = json.loads(sample.chat["conversations"][1]["value"])
         assert answer["throttle"] == pytest.approx(max(float(sample.action[0]), 0.0), abs=0.006)
     perturbed = [s for s in samples if s.meta["is_perturbed"]]
-    assert perturbed, "with --noise 0.2 over 40 steps some actions must be perturbed"
+    assert perturbed, "with --perturb-chance 0.2 over 40 steps some actions must be perturbed"
     assert any(not np.allclose(s.executed_action, s.action) for s in perturbed)
     # The expert starts from rest on a free road: it accelerates.
     assert samples[0].action[0] > 0.3 and samples[0].speed_mps == 0.0
+
+    printed = capsys.readouterr().out
+    share = 100 * len(perturbed) / 40
+    assert f"perturbed {len(perturbed)} of 40 samples ({share:.1f} %)" in printed
+    assert "--perturb-chance 0.2 with 1 s bursts expects about 71.4 %" in printed
 
     with pytest.raises(ValueError, match="not empty"):
         run_expert(argv)
 
 
-def test_noise_bursts_last_their_duration_and_are_reproducible():
+def test_perturbation_bursts_last_their_duration_and_are_reproducible():
     def offsets(seed: int) -> list[np.ndarray]:
-        injector = NoiseInjector(NoiseConfig(probability=0.5, duration_steps=3), np.random.default_rng(seed))
-        return [injector.apply(np.zeros(2, np.float32)) for _ in range(30)]
+        config = PerturbationConfig(chance_per_step=0.5, duration_steps=3)
+        perturber = ActionPerturber(config, np.random.default_rng(seed))
+        return [perturber.apply(np.zeros(2, np.float32)) for _ in range(30)]
 
     first, again = offsets(1), offsets(1)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
@@ -77,7 +84,33 @@ def test_noise_bursts_last_their_duration_and_are_reproducible():
     assert all(len(run) % 3 == 0 for run in runs if run)
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5])
-def test_noise_probability_is_checked(bad):
-    with pytest.raises(ValueError, match="--noise"):
-        NoiseConfig(probability=bad)
+@pytest.mark.parametrize(
+    ("chance", "duration", "expected"),
+    [(0.0, 10, 0.0), (1.0, 10, 1.0), (0.2, 10, 2 / 2.8), (0.5, 1, 0.5), (0.02, 10, 0.2 / 1.18)],
+)
+def test_expected_fraction_matches_the_renewal_formula(chance, duration, expected):
+    config = PerturbationConfig(chance_per_step=chance, duration_steps=duration)
+    assert config.expected_fraction() == pytest.approx(expected)
+
+
+def test_expected_fraction_matches_a_long_simulated_run():
+    config = PerturbationConfig(chance_per_step=0.05, duration_steps=10)
+    perturber = ActionPerturber(config, np.random.default_rng(0))
+    perturbed = [bool(np.any(perturber.apply(np.zeros(2, np.float32)))) for _ in range(200_000)]
+    assert np.mean(perturbed) == pytest.approx(config.expected_fraction(), abs=0.01)  # 0.345
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_perturbation_chance_is_checked(bad):
+    with pytest.raises(ValueError, match="--perturb-chance"):
+        PerturbationConfig(chance_per_step=bad)
+
+
+def test_noise_is_a_deprecated_alias_of_perturb_chance(capsys):
+    parser = argparse.ArgumentParser(prog="found-rl expert")
+    expert_cli.configure(parser)
+    args = parser.parse_args(["collect", "--scenario", "s.yaml", "--steps", "5", "--out", "o", "--noise", "0.1"])
+    assert args.perturb_chance == 0.1
+    assert "--noise is deprecated; use --perturb-chance" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["collect", "--scenario", "s.yaml", "--steps", "5", "--out", "o", "--perturb-chance", "1.5"])
