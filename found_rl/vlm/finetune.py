@@ -216,6 +216,7 @@ class Finetuner:
         check_image_size(
             self.processor, model, self.image_hw, chat_prompt_text(self.processor, build_prompt(4, 0.0)), config.model
         )
+        torch.manual_seed(config.seed)  # adapter initialisation and dropout
         if config.method == "lora":
             model = add_lora(model, config.lora, config.model)
         elif config.freeze_vision:
@@ -228,7 +229,6 @@ class Finetuner:
                 model.enable_input_require_grads()
         self.model = model
         self.trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        torch.manual_seed(config.seed)
         self.optimizer = torch.optim.AdamW(
             self.trainable.values(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
@@ -348,20 +348,27 @@ class Finetuner:
             )
         return float(np.mean(losses)), tokens, samples
 
-    @torch.no_grad()
     def eval_loss(self) -> float:
-        """Mean teacher-forced answer loss on up to ``eval_samples`` held-out examples (first ones, fixed)."""
+        """Held-out answer loss on the first ``eval_samples`` held-out examples (a fixed set)."""
+        return self.eval_loss_on(self.held_out[: self.config.eval_samples])
+
+    @torch.no_grad()
+    def eval_loss_on(self, examples: list) -> float:
+        """Mean teacher-forced answer loss per answer token over ``examples``."""
         self.model.eval()
-        chosen = self.held_out[: self.config.eval_samples]
         total, weight = 0.0, 0
-        for start in range(0, len(chosen), self.config.batch_size):
-            batch = self._to_device(encode_batch(self.processor, chosen[start : start + self.config.batch_size]))
+        for start in range(0, len(examples), self.config.batch_size):
+            batch = self._to_device(encode_batch(self.processor, examples[start : start + self.config.batch_size]))
             with self._autocast():
                 loss = self.model(**batch).loss
             answer_tokens = count_tokens(batch)[1]
             total += float(loss) * answer_tokens
             weight += answer_tokens
         return total / max(1, weight)
+
+    def checkpoint_weights(self) -> dict[str, torch.Tensor]:
+        """The trained weights a checkpoint holds (LoRA adapters, or every trainable weight), on CPU."""
+        return {name: p.detach().cpu().clone() for name, p in self.trainable.items()}
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
@@ -383,7 +390,7 @@ class Finetuner:
             "format": CHECKPOINT_FORMAT,
             "step": self.step,
             "config": _jsonable(self.config),
-            "trainable": {name: p.detach().cpu() for name, p in self.trainable.items()},
+            "trainable": self.checkpoint_weights(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
