@@ -111,7 +111,7 @@ def check_image_size(processor: Any, model: Any, image_hw: tuple[int, int], prom
     except Exception as exc:  # any failure here means: this model cannot read such images
         expected = vision_image_size(model)
         built_for = f" (its vision tower is built for {expected}x{expected} px)" if expected else ""
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
         raise ValueError(
             f"model {model_path}: its processor cannot take {height}x{width} BEV images{built_for}: {reason}; "
             "use a checkpoint whose processor resizes images to its vision tower, or BEVs of the size it takes"
