@@ -31,10 +31,9 @@ def encode_batch(processor: Any, examples: Sequence[ChatExample]) -> dict[str, t
         tensor of shape ``(B, L)`` extended by the answer, plus ``labels`` ``(B, L)`` int64.
     """
     tokenizer = getattr(processor, "tokenizer", processor)
-    tokenizer.padding_side = "right"
     texts = [chat_prompt_text(processor, example.prompt) for example in examples]
     images = [Image.fromarray(example.image()) for example in examples]
-    prompts = processor(text=texts, images=images, return_tensors="pt", padding=True)
+    prompts = processor(text=texts, images=images, return_tensors="pt", padding=True, padding_side="right")
     answers = tokenizer([example.answer for example in examples], add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     if eos is None:

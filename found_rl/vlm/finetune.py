@@ -174,7 +174,7 @@ class Finetuner:
         self.step = 0
         self.metrics: dict[str, float] = {}
         if resume and (self.out / "checkpoint.pt").is_file():
-            self._restore(torch.load(self.out / "checkpoint.pt", map_location="cpu", weights_only=False))
+            self._restore(torch.load(self.out / "checkpoint.pt", map_location="cpu", weights_only=True))
 
     # --- set-up ------------------------------------------------------------------------------
 
@@ -349,8 +349,9 @@ class Finetuner:
         return float(np.mean(losses)), tokens, samples
 
     def eval_loss(self) -> float:
-        """Held-out answer loss on the first ``eval_samples`` held-out examples (a fixed set)."""
-        return self.eval_loss_on(self.held_out[: self.config.eval_samples])
+        """Held-out answer loss on ``eval_samples`` held-out examples spread over the episodes (a fixed set)."""
+        stride = max(1, len(self.held_out) // self.config.eval_samples)
+        return self.eval_loss_on(self.held_out[::stride][: self.config.eval_samples])
 
     @torch.no_grad()
     def eval_loss_on(self, examples: list) -> float:

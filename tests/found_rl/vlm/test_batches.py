@@ -35,6 +35,7 @@ def test_one_samples_training_prompt_equals_the_servers_input_for_the_same_frame
 ):
     examples = load_chat_examples(expert_data)
     batch = encode_batch(advisor.processor, examples[:3])  # rows of different lengths
+    assert advisor.processor.tokenizer.padding_side == "left"  # training leaves the server's setting alone
     for row, example in enumerate(examples[:3]):
         served = server_inputs(advisor, example, monkeypatch)
         prompt_positions = (batch["labels"][row] == IGNORE_INDEX) & (batch["attention_mask"][row] == 1)
