@@ -47,10 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--model {args.model}: not a Hugging Face checkpoint folder (no config.json)")
     if args.quick:
         args.steps, args.requests, args.duration_s = min(args.steps, 4), min(args.requests, 64), min(args.duration_s, 5)
-    from transformers.utils import logging as hf_logging
+    from found_rl.cli.vlm import quiet_transformers
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    quiet_transformers()
     with tempfile.TemporaryDirectory() as tmp:
         report = _benchmark(args, methods, Path(tmp))
     print(json.dumps(report) if args.json else _table(report))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
@@ -142,7 +143,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         gradient_checkpointing=args.gradient_checkpointing,
         trust_remote_code=args.trust_remote_code,
     )
-    _quiet_transformers()
+    quiet_transformers()
     finetuner = Finetuner(config, resume=args.resume, show_progress=not args.no_progress)
     if finetuner.step >= finetuner.total_steps:
         print(f"{args.out}: already trained {finetuner.step} of {finetuner.total_steps} steps; exporting the model")
@@ -171,7 +172,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
     if args.limit is not None:
         examples = examples[: args.limit]
-    _quiet_transformers()
+    quiet_transformers()
     report = evaluate(
         examples,
         str(args.model),
@@ -224,7 +225,7 @@ def _print_table(report: dict) -> None:
     print(f"split: {split['name']} episodes (fraction {split['eval_fraction']:g}, seed {split['split_seed']})")
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     """No weight-loading progress bars or advisory warnings between ours."""
     try:
         from transformers.utils import logging as hf_logging
@@ -232,3 +233,5 @@ def _quiet_transformers() -> None:
         raise ValueError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    # peft calls a transformers property that v5 deprecates; nothing a user can act on
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
