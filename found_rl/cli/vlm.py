@@ -170,6 +170,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--model {args.model}: no such folder")
     eval_fraction, split_seed = _split_settings(args)
     examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
+    if not examples:
+        raise ValueError(
+            f"--split {args.split}: --data {args.data} has no samples in those episodes "
+            f"(--eval-fraction {eval_fraction:g}); use --split all to score every sample"
+        )
     if args.limit is not None:
         examples = examples[: args.limit]
     quiet_transformers()

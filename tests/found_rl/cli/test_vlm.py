@@ -20,6 +20,7 @@ pytest.importorskip("transformers")  # optional extra: found-rl[hf]
 pytest.importorskip("peft")
 
 from found_rl import cli
+from found_rl.vlm.tiny import write_tiny_dataset
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "found_rl" / "evaluation" / "data"
@@ -157,12 +158,15 @@ def test_collect_finetune_evaluate_serve_and_drive(tmp_path, tiny_model, short_t
         (["finetune", "--data", "empty", "--model", "MODEL", "--out", "run", "--steps", "0"], "--steps"),
         (["evaluate", "--data", "empty", "--model", "MODEL"], "no dataset manifest"),
         (["evaluate", "--data", "empty", "--model", "MODEL", "--eval-fraction", "1.5"], "--eval-fraction"),
+        (["evaluate", "--data", "data", "--model", "MODEL", "--eval-fraction", "0"], "--split eval: --data data has"),
+        (["evaluate", "--data", "data", "--model", "MODEL", "--eval-fraction", "0.5"], "1 episode(s), so none"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, tiny_model, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
     Path("empty").mkdir()
     Path("afile").write_text("x")
+    write_tiny_dataset("data", episodes=1, steps=2)
     code, _, err = run_cli(["vlm", *[str(tiny_model) if a == "MODEL" else a for a in argv]], capsys)
     assert code == 2
     assert message in err.strip().splitlines()[-1], err  # argparse's own errors come after its usage line
