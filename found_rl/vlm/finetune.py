@@ -107,6 +107,10 @@ class FinetuneConfig:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        for name, minimum in (("batch_size", 1), ("grad_accum", 1), ("save_every", 1), ("log_every", 1),
+                              ("eval_every", 0), ("eval_samples", 1)):
+            if getattr(self, name) < minimum:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(self, name)}")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"--steps must be >= 1, got {self.steps}")
         if not (math.isfinite(self.epochs) and self.epochs > 0):
