@@ -267,8 +267,7 @@ class Finetuner:
         config = self.config
         writer = SummaryWriter(str(self.out / "tensorboard"))
         window = _Throughput()
-        total = _Throughput()  # without this process's first step, which pays for warm-up
-        is_warm = False
+        first, total = _Throughput(), _Throughput()  # the first step pays for warm-up: kept apart
         try:
             with tqdm(total=self.total_steps, initial=self.step, unit="step", desc="finetune",
                       disable=not self.show_progress) as bar:
@@ -277,9 +276,7 @@ class Finetuner:
                     loss, tokens, samples = self._train_step()
                     elapsed = time.perf_counter() - started
                     window.add(tokens, samples, elapsed)
-                    if is_warm:
-                        total.add(tokens, samples, elapsed)
-                    is_warm = True
+                    (total if first.steps else first).add(tokens, samples, elapsed)
                     self.step += 1
                     self.metrics["answer_loss"] = loss
                     if self.step % config.log_every == 0 or self.step == self.total_steps:
@@ -300,6 +297,8 @@ class Finetuner:
         finally:
             writer.close()
         self.export()
+        if not total.steps:  # a one-step run: its only step is all there is
+            total = first
         summary = {
             "steps": self.step,
             **self.metrics,
