@@ -74,7 +74,8 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
 
 
 def _finetune_row(method: str, model: Path, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from found_rl.vlm.finetune import FinetuneConfig, Finetuner
+    from found_rl.vlm.config import FinetuneConfig
+    from found_rl.vlm.finetune import Finetuner
 
     config = FinetuneConfig(
         data=str(data), model=str(model), out=str(out), method=method, steps=args.steps,

@@ -107,7 +107,8 @@ def _add_split_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from found_rl.vlm.finetune import FinetuneConfig, Finetuner
+    from found_rl.vlm.config import FinetuneConfig
+    from found_rl.vlm.finetune import Finetuner
     from found_rl.vlm.lora import LoraSettings
 
     check_output_dir(args.out, "--out")

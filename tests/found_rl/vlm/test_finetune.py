@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from found_rl.vlm.batches import encode_batch
+from found_rl.vlm.config import FinetuneConfig
 from found_rl.vlm.examples import load_chat_examples
-from found_rl.vlm.finetune import TAGS, FinetuneConfig, Finetuner, batch_indices
+from found_rl.vlm.finetune import TAGS, Finetuner, batch_indices
 from found_rl.vlm.lora import LoraSettings
 from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
 
@@ -147,15 +148,3 @@ def test_out_of_gpu_memory_suggests_a_batch_size(expert_data, tiny_vlm_dir, tmp_
     monkeypatch.setattr(finetuner.model, "forward", out_of_memory)
     with pytest.raises(ValueError, match="out of GPU memory at --batch-size 8: try --batch-size 4 --grad-accum 2"):
         finetuner.run()
-
-
-def test_mixed_precision_and_cuda_are_refused_on_a_cpu_machine(monkeypatch):
-    from found_rl.vlm.finetune import resolve_device, resolve_precision
-
-    assert resolve_precision("auto", torch.device("cpu")) is None
-    with pytest.raises(ValueError, match="--precision bf16: mixed precision needs a CUDA device"):
-        resolve_precision("bf16", torch.device("cpu"))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert resolve_device("auto") == torch.device("cpu")
-    with pytest.raises(ValueError, match="--device cuda: CUDA is not available"):
-        resolve_device("cuda")
