@@ -191,7 +191,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     )
     report["split"] = {"name": args.split, "eval_fraction": eval_fraction, "split_seed": split_seed}
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(_nan_to_null(report), allow_nan=False))
     else:
         _print_table(report)
     return 0
@@ -215,6 +215,15 @@ def _split_settings(args: argparse.Namespace) -> tuple[float, int]:
         float(DEFAULT_EVAL_FRACTION if eval_fraction is None else eval_fraction),
         int(DEFAULT_SPLIT_SEED if split_seed is None else split_seed),
     )
+
+
+def _nan_to_null(value):
+    """Strict JSON: an MAE over no parsed answer is null, not ``NaN`` (which jq and browsers reject)."""
+    if isinstance(value, dict):
+        return {key: _nan_to_null(item) for key, item in value.items()}
+    if isinstance(value, float) and value != value:
+        return None
+    return value
 
 
 def _print_table(report: dict) -> None:
