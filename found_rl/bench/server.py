@@ -162,7 +162,7 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
         config_path.write_text(json.dumps(TINY_CLIP_CONFIG))
         for batching in ("on", "off"):
             max_batch = args.max_batch_size if batching == "on" else 1
-            with _ServerProcess(args, max_batch, config_path) as server:
+            with ServerProcess(_bench_server_args(args, max_batch, config_path)) as server:
                 for backend, path, factory in (
                     ("fixed-cost", "/v1/advise", advise_request),
                     ("tiny-clip", "/v1/clip/score", clip_request),
@@ -293,16 +293,47 @@ def _print_table(report: dict[str, Any]) -> None:
     )
 
 
-class _ServerProcess:
-    """``python -m vlm_server`` on a free loopback port, stopped (SIGINT, drained) on exit."""
+def _bench_server_args(args: argparse.Namespace, max_batch_size: int, clip_config: Path) -> list[str]:
+    """Server flags of this benchmark: the fixed-cost advisor, and the tiny CLIP scorer if asked."""
+    server_args = [
+        "--advisor",
+        "fixed-cost",
+        "--advisor-option",
+        f"base_ms={args.base_ms}",
+        "--advisor-option",
+        f"per_item_ms={args.per_item_ms}",
+        "--max-batch-size",
+        str(max_batch_size),
+        "--max-wait-ms",
+        str(args.max_wait_ms),
+        "--max-queue-size",
+        "8192",
+    ]
+    if "tiny-clip" in args.backend_names:
+        server_args += [
+            "--clip",
+            "openclip",
+            "--clip-option",
+            f"model_name={TINY_CLIP_NAME}",
+            "--clip-option",
+            "pretrained=null",
+            "--clip-option",
+            f"model_config_path={clip_config}",
+            "--clip-option",
+            f"image_size={CLIP_IMAGE_PX}",
+        ]
+    return server_args
 
-    def __init__(
-        self, args: argparse.Namespace, max_batch_size: int, clip_config: Path
-    ) -> None:
+
+class ServerProcess:
+    """``python -m vlm_server SERVER_ARGS`` on a free loopback port, stopped (SIGINT, drained) on exit."""
+
+    def __init__(self, server_args: list[str], ready_timeout_s: float = 180.0) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        self.ready_timeout_s = ready_timeout_s
         self.command = [
             sys.executable,
             "-m",
@@ -311,38 +342,14 @@ class _ServerProcess:
             "127.0.0.1",
             "--port",
             str(self.port),
-            "--advisor",
-            "fixed-cost",
-            "--advisor-option",
-            f"base_ms={args.base_ms}",
-            "--advisor-option",
-            f"per_item_ms={args.per_item_ms}",
-            "--max-batch-size",
-            str(max_batch_size),
-            "--max-wait-ms",
-            str(args.max_wait_ms),
-            "--max-queue-size",
-            "8192",
             "--log-level",
             "WARNING",
+            *server_args,
         ]
-        if "tiny-clip" in args.backend_names:
-            self.command += [
-                "--clip",
-                "openclip",
-                "--clip-option",
-                f"model_name={TINY_CLIP_NAME}",
-                "--clip-option",
-                "pretrained=null",
-                "--clip-option",
-                f"model_config_path={clip_config}",
-                "--clip-option",
-                f"image_size={CLIP_IMAGE_PX}",
-            ]
         self.process: subprocess.Popen | None = None
         self._log: Any = None
 
-    def __enter__(self) -> _ServerProcess:
+    def __enter__(self) -> ServerProcess:
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         # stderr goes to a file: an unread pipe would block a chatty server
         self._log = tempfile.TemporaryFile()
@@ -350,7 +357,7 @@ class _ServerProcess:
             self.command, env=env, stdout=subprocess.DEVNULL, stderr=self._log
         )
         try:
-            self._wait_ready(timeout_s=180.0)
+            self._wait_ready(timeout_s=self.ready_timeout_s)
         except BaseException:
             self.__exit__()
             raise

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("found_rl.cli.evaluate", "closed-loop route evaluation with leaderboard metrics"),
     "expert": ("found_rl.cli.expert", "drive the privileged expert; collect datasets"),
     "serve": ("found_rl.cli.serve", "run the VLM/CLIP advisor server"),
+    "vlm": ("found_rl.cli.vlm", "fine-tune a VLM advisor on expert data and score it against the expert"),
     "bench": ("found_rl.cli.bench", "speed and quality benchmarks (tables with side-by-side ratios)"),
     "carla": ("found_rl.cli.carla", "start, stop and list supervised CARLA servers"),
 }

@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "policy": "FLOPs, inference frames/s and SAC updates/s of a driving network preset",
     "train": "the whole training loop, advisor off vs served expert advisor, side by side",
     "guidance": "learning curves over seeds: plain SAC vs VMR+AWAG with the expert vs a noisy advisor",
+    "vlm": "VLM advisor fine-tuning tokens/s and samples/s; served requests/s at batch 1 and 32",
 }
 
 

@@ -1,0 +1,252 @@
+"""``found-rl vlm``: fine-tune a VLM advisor on expert data (``finetune``) and score it (``evaluate``).
+
+Examples::
+
+    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --noise 0.05 --out data/expert
+    found-rl vlm finetune --data data/expert --model ckpt/InternVL3-1B-hf --out runs/vlm --full --steps 3000
+    found-rl vlm evaluate --data data/expert --model runs/vlm/model --json
+    found-rl serve --advisor hf --advisor-option model_path=runs/vlm/model --advisor-option device=cuda
+    found-rl eval --scenario scenarios/town_grid.yaml --agent advisor:http://127.0.0.1:8470 --out results/vlm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from found_rl.cli.argtypes import SEED, finite_float, int_at_least
+from found_rl.cli.paths import check_output_dir
+
+DEFAULT_EVAL_FRACTION = 0.1
+DEFAULT_SPLIT_SEED = 0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="vlm_command", metavar="ACTION", required=True)
+    _configure_finetune(actions.add_parser("finetune", help="supervised fine-tuning on expert chat samples"))
+    _configure_evaluate(actions.add_parser("evaluate", help="score a VLM advisor against the expert"))
+
+
+def _configure_finetune(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="expert dataset folder (expert collect --out)")
+    parser.add_argument("--model", required=True, type=Path, help="local image-text-to-text checkpoint folder")
+    parser.add_argument("--out", required=True, type=Path, help="run folder (new, or an earlier run with --resume)")
+    method = parser.add_mutually_exclusive_group()
+    method.add_argument("--lora", dest="method", action="store_const", const="lora", help="LoRA adapters (default)")
+    method.add_argument("--full", dest="method", action="store_const", const="full", help="train every weight")
+    parser.set_defaults(method="lora")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--steps", type=int_at_least(1), help="optimiser steps (default: from --epochs)")
+    parser.add_argument("--epochs", type=finite_float(0, inclusive=False), default=1.0)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=4, help="samples per micro-batch")
+    parser.add_argument("--grad-accum", type=int_at_least(1), default=1, help="micro-batches per optimiser step")
+    parser.add_argument(
+        "--learning-rate", type=finite_float(0, inclusive=False), help="peak rate (default 2e-4 LoRA, 1e-5 full)"
+    )
+    parser.add_argument("--weight-decay", type=finite_float(0, inclusive=True), default=0.0)
+    parser.add_argument("--warmup-fraction", type=finite_float(0, inclusive=True, maximum=0.99), default=0.03)
+    parser.add_argument("--max-grad-norm", type=finite_float(0, inclusive=True), default=1.0, help="0 disables")
+    parser.add_argument("--lora-rank", type=int_at_least(1), default=16)
+    parser.add_argument("--lora-alpha", type=finite_float(0, inclusive=False), default=32.0)
+    parser.add_argument("--lora-dropout", type=finite_float(0, inclusive=True, maximum=0.99), default=0.05)
+    parser.add_argument(
+        "--lora-targets",
+        default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
+        help="comma-separated leaf names of language-model linear layers",
+    )
+    parser.add_argument("--freeze-vision", action="store_true", help="with --full: keep the vision tower as it is")
+    _add_split_flags(parser, defaults=True)
+    parser.add_argument("--eval-every", type=int_at_least(0), default=200, help="held-out loss every N steps (0: off)")
+    parser.add_argument("--eval-samples", type=int_at_least(1), default=64, help="held-out samples per loss check")
+    parser.add_argument("--save-every", type=int_at_least(1), default=200, help="checkpoint every N steps")
+    parser.add_argument("--log-every", type=int_at_least(1), default=10, help="TensorBoard interval, steps")
+    parser.add_argument("--seed", type=SEED, default=0)
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="less activation memory, more compute")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow the checkpoint's own model code")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(run=run_finetune)
+
+
+def _configure_evaluate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="expert dataset folder")
+    parser.add_argument("--model", required=True, type=Path, help="model folder (e.g. a finetune run's model/)")
+    parser.add_argument(
+        "--split", choices=("eval", "train", "all"), default="eval", help="which episodes to score (default: held-out)"
+    )
+    _add_split_flags(parser, defaults=False)
+    parser.add_argument("--limit", type=int_at_least(1), help="score at most this many samples (the first ones)")
+    parser.add_argument("--batch-size", type=int_at_least(1), default=16, help="samples per generate call")
+    parser.add_argument("--max-new-tokens", type=int_at_least(1), default=32)
+    parser.add_argument("--device", default="cpu", help="torch device")
+    parser.add_argument("--dtype", choices=("auto", "float16", "bfloat16", "float32"), default="auto")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(run=run_evaluate)
+
+
+def _add_split_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    note = "" if defaults else " (default: as the model was trained, else "
+    parser.add_argument(
+        "--eval-fraction",
+        type=finite_float(0, inclusive=True, maximum=0.99),
+        default=DEFAULT_EVAL_FRACTION if defaults else None,
+        help="share of episodes held out" + (note + f"{DEFAULT_EVAL_FRACTION})" if note else ""),
+    )
+    parser.add_argument(
+        "--split-seed",
+        type=SEED,
+        default=DEFAULT_SPLIT_SEED if defaults else None,
+        help="seed of the episode split" + (note + f"{DEFAULT_SPLIT_SEED})" if note else ""),
+    )
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from found_rl.vlm.config import FinetuneConfig
+    from found_rl.vlm.finetune import Finetuner
+    from found_rl.vlm.lora import LoraSettings
+
+    check_output_dir(args.out, "--out")
+    if not args.data.is_dir():
+        raise FileNotFoundError(f"--data {args.data}: no such folder")
+    if not args.model.is_dir():
+        raise FileNotFoundError(f"--model {args.model}: no such folder (a local checkpoint folder is needed)")
+    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    config = FinetuneConfig(
+        data=str(args.data.resolve()),
+        model=str(args.model.resolve()),
+        out=str(args.out),
+        method=args.method,
+        steps=args.steps,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
+        warmup_fraction=args.warmup_fraction,
+        max_grad_norm=args.max_grad_norm,
+        lora=LoraSettings(rank=args.lora_rank, alpha=args.lora_alpha, dropout=args.lora_dropout, targets=targets),
+        freeze_vision=args.freeze_vision,
+        eval_fraction=args.eval_fraction,
+        split_seed=args.split_seed,
+        eval_every=args.eval_every,
+        eval_samples=args.eval_samples,
+        save_every=args.save_every,
+        log_every=args.log_every,
+        seed=args.seed,
+        device=args.device,
+        precision=args.precision,
+        gradient_checkpointing=args.gradient_checkpointing,
+        trust_remote_code=args.trust_remote_code,
+    )
+    quiet_transformers()
+    finetuner = Finetuner(config, resume=args.resume, show_progress=not args.no_progress)
+    if finetuner.step >= finetuner.total_steps:
+        print(f"{args.out}: already trained {finetuner.step} of {finetuner.total_steps} steps; exporting the model")
+    summary = finetuner.run()
+    eval_loss = summary.get("eval_answer_loss")
+    print(
+        f"trained {summary['steps']} steps on {summary['train_samples']} samples "
+        f"({len(summary['train_episodes'])} episodes; {summary['eval_samples']} held out): answer loss "
+        f"{summary['answer_loss']:.4f}" + (f", held-out {eval_loss:.4f}" if eval_loss is not None else "")
+        + f"; {summary['tokens_per_s']:.0f} tokens/s, {summary['samples_per_s']:.1f} samples/s on {summary['device']}"
+    )
+    model_dir = args.out / "model"
+    print(f"model: {model_dir}\nserve it: found-rl serve --advisor hf --advisor-option model_path={model_dir}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from found_rl.vlm.evaluate import evaluate
+    from found_rl.vlm.examples import load_chat_examples, select_split
+
+    if not args.data.is_dir():
+        raise FileNotFoundError(f"--data {args.data}: no such folder")
+    if not args.model.is_dir():
+        raise FileNotFoundError(f"--model {args.model}: no such folder")
+    eval_fraction, split_seed = _split_settings(args)
+    examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
+    if not examples:
+        raise ValueError(
+            f"--split {args.split}: --data {args.data} has no samples in those episodes "
+            f"(--eval-fraction {eval_fraction:g}); use --split all to score every sample"
+        )
+    if args.limit is not None:
+        examples = examples[: args.limit]
+    quiet_transformers()
+    report = evaluate(
+        examples,
+        str(args.model),
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        max_new_tokens=args.max_new_tokens,
+        trust_remote_code=args.trust_remote_code,
+        show_progress=not args.no_progress,
+    )
+    report["split"] = {"name": args.split, "eval_fraction": eval_fraction, "split_seed": split_seed}
+    if args.json:
+        print(json.dumps(_nan_to_null(report), allow_nan=False))
+    else:
+        _print_table(report)
+    return 0
+
+
+def _split_settings(args: argparse.Namespace) -> tuple[float, int]:
+    """Flags first, then the split the model was trained with (its advisor card), then the defaults."""
+    from vlm_server.backends.hf_checks import ADVISOR_CARD
+
+    card_path = args.model / ADVISOR_CARD
+    card = json.loads(card_path.read_text()) if card_path.is_file() else {}
+    if card.get("data") and Path(card["data"]).resolve() != args.data.resolve():
+        print(
+            f"note: {args.model} was trained on {card['data']}; the {args.split} split of --data {args.data} "
+            "uses the same fraction and seed but other episodes",
+            file=sys.stderr,
+        )
+    eval_fraction = args.eval_fraction if args.eval_fraction is not None else card.get("eval_fraction")
+    split_seed = args.split_seed if args.split_seed is not None else card.get("split_seed")
+    return (
+        float(DEFAULT_EVAL_FRACTION if eval_fraction is None else eval_fraction),
+        int(DEFAULT_SPLIT_SEED if split_seed is None else split_seed),
+    )
+
+
+def _nan_to_null(value):
+    """Strict JSON: an MAE over no parsed answer is null, not ``NaN`` (which jq and browsers reject)."""
+    if isinstance(value, dict):
+        return {key: _nan_to_null(item) for key, item in value.items()}
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def _print_table(report: dict) -> None:
+    header = f"{'command':<16}{'samples':>8}{'parsed':>9}{'MAE acc':>9}{'MAE steer':>10}{'class agr.':>11}"
+    print(header)
+    print("-" * len(header))
+    rows = [*report["per_command"].items(), ("all", report)]
+    for name, row in rows:
+        print(
+            f"{name:<16}{row['samples']:>8}{row['parse_rate']:>9.1%}{row['mae_acc']:>9.3f}{row['mae_steer']:>10.3f}"
+            f"{row['class_agreement']:>11.1%}"
+        )
+    split = report["split"]
+    print(f"split: {split['name']} episodes (fraction {split['eval_fraction']:g}, seed {split['split_seed']})")
+
+
+def quiet_transformers() -> None:
+    """No weight-loading progress bars or advisory warnings between ours."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise ValueError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    # peft calls a transformers property that v5 deprecates; nothing a user can act on
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)

@@ -1,0 +1,378 @@
+"""Supervised fine-tuning of a VLM advisor on expert chat samples (behaviour cloning, loss on the answer).
+
+Run folder (``--out``)::
+
+    config.json         resolved settings (what --resume must match)
+    checkpoint.pt       latest training state: trainable weights, optimiser, schedule, RNG, step
+    tensorboard/        losses/answer_loss, losses/eval_answer_loss, charts/learning_rate, perf/*
+    model/              the servable model: LoRA merged into the weights (or the full model),
+                        its processor, and found_rl_advisor.json (the BEV size it was trained on)
+    summary.json        steps, final losses, tokens/s and samples/s, the episode split
+
+The batch order is a pure function of the seed and the step (a fresh seeded permutation per
+epoch), so a resumed run sees exactly the batches an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from found_rl.atomic import replaced_atomically
+from found_rl.vlm.batches import count_tokens, encode_batch
+from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_device, resolve_precision
+from found_rl.vlm.examples import load_chat_examples, split_episodes
+from found_rl.vlm.lora import add_lora, merged
+
+CHECKPOINT_FORMAT = "found-rl-vlm-finetune"
+TAGS = (
+    "losses/answer_loss",
+    "losses/eval_answer_loss",
+    "charts/learning_rate",
+    "perf/tokens_per_s",
+    "perf/samples_per_s",
+)
+"""TensorBoard tags; the x-axis is the optimiser step."""
+
+
+def batch_indices(micro_batch: int, batch_size: int, num_examples: int, seed: int) -> list[int]:
+    """Example indices of global micro-batch ``micro_batch``: epoch ``e`` is a permutation seeded by ``(seed, e)``."""
+    positions = range(micro_batch * batch_size, (micro_batch + 1) * batch_size)
+    permutations: dict[int, np.ndarray] = {}
+    indices = []
+    for position in positions:
+        epoch, offset = divmod(position, num_examples)
+        if epoch not in permutations:
+            permutations[epoch] = np.random.default_rng([seed, epoch]).permutation(num_examples)
+        indices.append(int(permutations[epoch][offset]))
+    return indices
+
+
+class Finetuner:
+    """One fine-tuning run: ``run()`` trains to ``config.steps`` (resuming if asked) and exports the model."""
+
+    def __init__(self, config: FinetuneConfig, resume: bool = False, show_progress: bool = True) -> None:
+        self.config = config
+        self.out = Path(config.out)
+        self.show_progress = show_progress
+        self._check_out(resume)
+        examples = load_chat_examples(config.data)
+        train_ids, held_ids = split_episodes((e.episode for e in examples), config.eval_fraction, config.split_seed)
+        self.train = [e for e in examples if e.episode in train_ids]
+        self.held_out = [e for e in examples if e.episode in held_ids]
+        self.split = {"train_episodes": sorted(train_ids), "eval_episodes": sorted(held_ids)}
+        self.image_hw = tuple(int(v) for v in self.train[0].image().shape[:2])
+        per_step = config.batch_size * config.grad_accum
+        self.total_steps = config.steps or max(1, math.ceil(config.epochs * len(self.train) / per_step))
+        self.device = resolve_device(config.device)
+        self.autocast_dtype = resolve_precision(config.precision, self.device)
+        self._load_model()
+        self.step = 0
+        self.metrics: dict[str, float] = {}
+        if resume and (self.out / "checkpoint.pt").is_file():
+            self._restore(torch.load(self.out / "checkpoint.pt", map_location="cpu", weights_only=True))
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    def _check_out(self, resume: bool) -> None:
+        config_path = self.out / "config.json"
+        if resume:
+            if not config_path.is_file():
+                raise ValueError(f"--resume: {self.out} holds no fine-tuning run (no config.json); drop --resume")
+            previous = json.loads(config_path.read_text())
+            current = config_json(self.config)
+            changed = [k for k in RESUME_KEYS if previous.get(k) != current.get(k)]
+            if changed:
+                raise ValueError(
+                    f"--resume: {self.out} was trained with other settings ({', '.join(changed)}: "
+                    f"{[previous.get(k) for k in changed]} vs now {[current.get(k) for k in changed]})"
+                )
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise ValueError(
+                f"--out {self.out}: folder is not empty; pass --resume to continue that run, or a new folder"
+            )
+
+    def _load_model(self) -> None:
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        from vlm_server.answers import build_prompt
+        from vlm_server.backends.hf_checks import check_chat_template, check_image_size, check_image_text_to_text
+        from vlm_server.backends.hf_vlm import chat_prompt_text
+
+        config = self.config
+        check_image_text_to_text(config.model, config.trust_remote_code)
+        self.processor = AutoProcessor.from_pretrained(config.model, trust_remote_code=config.trust_remote_code)
+        check_chat_template(self.processor, config.model)
+        # LoRA on a GPU: frozen base weights in the autocast dtype (half the memory); adapters
+        # and full fine-tuning keep fp32 master weights.
+        load_dtype = self.autocast_dtype if (config.method == "lora" and self.autocast_dtype) else torch.float32
+        model = AutoModelForImageTextToText.from_pretrained(
+            config.model, dtype=load_dtype, trust_remote_code=config.trust_remote_code
+        ).to(self.device)
+        check_image_size(
+            self.processor, model, self.image_hw, chat_prompt_text(self.processor, build_prompt(4, 0.0)), config.model
+        )
+        torch.manual_seed(config.seed)  # adapter initialisation and dropout
+        if config.method == "lora":
+            model = add_lora(model, config.lora, config.model)
+        elif config.freeze_vision:
+            for name, parameter in model.named_parameters():
+                if "vision" in name or "visual" in name:
+                    parameter.requires_grad_(False)
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            if hasattr(model, "enable_input_require_grads"):
+                model.enable_input_require_grads()
+        self.model = model
+        self.trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        self.optimizer = torch.optim.AdamW(
+            self.trainable.values(), lr=config.learning_rate, weight_decay=config.weight_decay
+        )
+        warmup = int(config.warmup_fraction * self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_cosine(warmup, self.total_steps))
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{self.out / 'checkpoint.pt'}: not a found-rl VLM fine-tuning checkpoint")
+        if set(state["trainable"]) != set(self.trainable):
+            raise ValueError(f"{self.out / 'checkpoint.pt'}: its trainable weights do not match this model")
+        with torch.no_grad():
+            for name, value in state["trainable"].items():
+                self.trainable[name].copy_(value)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"])
+        self.step = int(state["step"])
+        self.metrics = dict(state.get("metrics", {}))
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """Train to ``total_steps``, checkpoint, export ``model/``; returns the summary."""
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        _write_json(self.out / "config.json", config_json(self.config))
+        config = self.config
+        writer = SummaryWriter(str(self.out / "tensorboard"))
+        window = _Throughput()
+        first, total = _Throughput(), _Throughput()  # the first step pays for warm-up: kept apart
+        try:
+            with tqdm(total=self.total_steps, initial=self.step, unit="step", desc="finetune",
+                      disable=not self.show_progress) as bar:
+                while self.step < self.total_steps:
+                    started = time.perf_counter()
+                    loss, tokens, samples = self._train_step()
+                    elapsed = time.perf_counter() - started
+                    window.add(tokens, samples, elapsed)
+                    (total if first.steps else first).add(tokens, samples, elapsed)
+                    self.step += 1
+                    self.metrics["answer_loss"] = loss
+                    if self.step % config.log_every == 0 or self.step == self.total_steps:
+                        writer.add_scalar("losses/answer_loss", loss, self.step)
+                        writer.add_scalar("charts/learning_rate", self.scheduler.get_last_lr()[0], self.step)
+                        writer.add_scalar("perf/tokens_per_s", window.tokens_per_s, self.step)
+                        writer.add_scalar("perf/samples_per_s", window.samples_per_s, self.step)
+                        bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{window.tokens_per_s:.0f}")
+                        window = _Throughput()
+                    if config.eval_every and self.held_out and (
+                        self.step % config.eval_every == 0 or self.step == self.total_steps
+                    ):
+                        self.metrics["eval_answer_loss"] = self.eval_loss()
+                        writer.add_scalar("losses/eval_answer_loss", self.metrics["eval_answer_loss"], self.step)
+                    if self.step % config.save_every == 0 or self.step == self.total_steps:
+                        self.save_checkpoint()
+                    bar.update(1)
+        finally:
+            writer.close()
+        self.export()
+        if not total.steps:  # a one-step run: its only step is all there is
+            total = first
+        summary = {
+            "steps": self.step,
+            **self.metrics,
+            "tokens_per_s": total.tokens_per_s,
+            "samples_per_s": total.samples_per_s,
+            "train_samples": len(self.train),
+            "eval_samples": len(self.held_out),
+            "device": str(self.device),
+            "precision": str(self.autocast_dtype or torch.float32).removeprefix("torch."),
+            "trainable_parameters": sum(p.numel() for p in self.trainable.values()),
+            **self.split,
+        }
+        _write_json(self.out / "summary.json", summary)
+        return summary
+
+    def _train_step(self) -> tuple[float, int, int]:
+        """One optimiser step over ``grad_accum`` micro-batches: (mean answer loss, input tokens, samples)."""
+        config = self.config
+        self.model.train()
+        losses, tokens, samples = [], 0, 0
+        try:
+            for micro in range(config.grad_accum):
+                indices = batch_indices(
+                    self.step * config.grad_accum + micro, config.batch_size, len(self.train), config.seed
+                )
+                batch = self._to_device(encode_batch(self.processor, [self.train[i] for i in indices]))
+                with self._autocast():
+                    loss = self.model(**batch).loss
+                self.scaler.scale(loss / config.grad_accum).backward()
+                losses.append(float(loss.detach()))
+                tokens += count_tokens(batch)[0]
+                samples += len(indices)
+            if config.max_grad_norm > 0:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(list(self.trainable.values()), config.max_grad_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+        except torch.cuda.OutOfMemoryError:
+            raise ValueError(
+                f"out of GPU memory at --batch-size {config.batch_size}: try --batch-size "
+                f"{max(1, config.batch_size // 2)} --grad-accum {config.grad_accum * 2} (the same effective batch), "
+                "--gradient-checkpointing, or --lora"
+            ) from None
+        if not math.isfinite(losses[-1]):
+            raise ValueError(
+                f"the answer loss became {losses[-1]} at step {self.step + 1}; lower --learning-rate "
+                f"(now {config.learning_rate:g}) or use --precision fp32/bf16"
+            )
+        return float(np.mean(losses)), tokens, samples
+
+    def eval_loss(self) -> float:
+        """Held-out answer loss on ``eval_samples`` held-out examples spread over the episodes (a fixed set)."""
+        stride = max(1, len(self.held_out) // self.config.eval_samples)
+        return self.eval_loss_on(self.held_out[::stride][: self.config.eval_samples])
+
+    @torch.no_grad()
+    def eval_loss_on(self, examples: list) -> float:
+        """Mean teacher-forced answer loss per answer token over ``examples``."""
+        self.model.eval()
+        total, weight = 0.0, 0
+        for start in range(0, len(examples), self.config.batch_size):
+            batch = self._to_device(encode_batch(self.processor, examples[start : start + self.config.batch_size]))
+            with self._autocast():
+                loss = self.model(**batch).loss
+            answer_tokens = count_tokens(batch)[1]
+            total += float(loss) * answer_tokens
+            weight += answer_tokens
+        return total / max(1, weight)
+
+    def checkpoint_weights(self) -> dict[str, torch.Tensor]:
+        """The trained weights a checkpoint holds (LoRA adapters, or every trainable weight), on CPU."""
+        return {name: p.detach().cpu().clone() for name, p in self.trainable.items()}
+
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
+
+    def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        moved = {}
+        for key, value in batch.items():
+            value = value.to(self.device)
+            if value.is_floating_point() and self.autocast_dtype is not None and self.config.method == "lora":
+                value = value.to(self.autocast_dtype)  # pixels in the frozen tower's dtype
+            moved[key] = value
+        return moved
+
+    # --- outputs -----------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> Path:
+        path = self.out / "checkpoint.pt"
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "step": self.step,
+            "config": config_json(self.config),
+            "trainable": self.checkpoint_weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "metrics": self.metrics,
+        }
+        with replaced_atomically(path) as tmp:
+            torch.save(state, tmp)
+        return path
+
+    def export(self) -> Path:
+        """Write ``model/``: plain transformers weights (LoRA merged), processor and advisor card."""
+        from vlm_server.backends.hf_checks import ADVISOR_CARD
+
+        model = merged(self.model) if self.config.method == "lora" else self.model
+        final = self.out / "model"
+        partial = self.out / ".model.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        model.save_pretrained(partial)
+        self.processor.save_pretrained(partial)
+        _write_json(
+            partial / ADVISOR_CARD,
+            {
+                "image_hw": list(self.image_hw),
+                "base_model": str(self.config.model),
+                "method": self.config.method,
+                "steps": self.step,
+                "data": str(self.config.data),
+                "eval_fraction": self.config.eval_fraction,
+                "split_seed": self.config.split_seed,
+                "trained_by": "found-rl vlm finetune",
+            },
+        )
+        if final.exists():
+            stale = self.out / ".model.stale"
+            shutil.rmtree(stale, ignore_errors=True)
+            os.replace(final, stale)
+            os.replace(partial, final)
+            shutil.rmtree(stale)
+        else:
+            os.replace(partial, final)
+        if self.config.method == "lora":
+            self.model = model
+        return final
+
+
+class _Throughput:
+    """Tokens and samples over time (summed step times, so logging and evaluation are not counted)."""
+
+    def __init__(self) -> None:
+        self.tokens = self.samples = self.steps = 0
+        self.seconds = 0.0
+
+    def add(self, tokens: int, samples: int, seconds: float) -> None:
+        self.tokens += tokens
+        self.samples += samples
+        self.steps += 1
+        self.seconds += seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _warmup_cosine(warmup_steps: int, total_steps: int):
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2))

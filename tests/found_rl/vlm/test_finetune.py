@@ -1,0 +1,150 @@
+"""Fine-tuning on the tiny LLaVA: learning, exact resume, the servable export, logging, bad input."""
+
+import json
+
+import pytest
+import torch
+
+from found_rl.vlm.batches import encode_batch
+from found_rl.vlm.config import FinetuneConfig
+from found_rl.vlm.examples import load_chat_examples
+from found_rl.vlm.finetune import TAGS, Finetuner, batch_indices
+from found_rl.vlm.lora import LoraSettings
+from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
+
+
+def config(data, model, out, **overrides) -> FinetuneConfig:
+    settings = {"batch_size": 2, "eval_every": 2, "eval_samples": 4, "save_every": 2, "log_every": 1, "seed": 1}
+    settings.update(overrides)
+    return FinetuneConfig(data=str(data), model=str(model), out=str(out), **settings)
+
+
+def test_each_epoch_visits_every_example_once_in_a_seeded_order():
+    seen = [i for k in range(6) for i in batch_indices(k, 3, 9, seed=5)]  # two epochs of 9
+    assert sorted(seen[:9]) == list(range(9)) and sorted(seen[9:]) == list(range(9))
+    assert seen[:9] != seen[9:]
+    assert batch_indices(4, 3, 9, seed=5) == seen[12:15]
+    assert batch_indices(0, 3, 9, seed=6) != seen[:3]
+
+
+def test_full_fine_tuning_lowers_the_answer_loss(expert_data, tiny_vlm_dir, tmp_path):
+    finetuner = Finetuner(
+        config(expert_data, tiny_vlm_dir, tmp_path / "run", method="full", steps=8, learning_rate=1e-2, eval_every=0),
+        show_progress=False,
+    )
+    before = finetuner.eval_loss_on(finetuner.train[:4])
+    summary = finetuner.run()
+    after = finetuner.eval_loss_on(finetuner.train[:4])
+    assert after < before - 0.5, (before, after)
+    assert summary["steps"] == 8 and summary["tokens_per_s"] > 0 and summary["samples_per_s"] > 0
+
+
+def test_resumed_run_ends_where_an_uninterrupted_one_does(expert_data, tiny_vlm_dir, tmp_path, monkeypatch):
+    straight = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "a", steps=4), show_progress=False)
+    straight.run()
+    interrupted = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4), show_progress=False)
+    train_step = interrupted._train_step
+
+    def crash_in_step_three():
+        if interrupted.step == 2:  # after the step-2 checkpoint
+            raise KeyboardInterrupt
+        return train_step()
+
+    monkeypatch.setattr(interrupted, "_train_step", crash_in_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run()
+    assert not (tmp_path / "b" / "model").exists()
+    resumed = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4), resume=True, show_progress=False)
+    assert resumed.step == 2
+    resumed.run()
+    for name, value in straight.checkpoint_weights().items():
+        assert torch.equal(value, resumed.checkpoint_weights()[name]), name
+
+
+def test_exported_lora_model_is_merged_and_serves_as_trained(expert_data, tiny_vlm_dir, tmp_path, monkeypatch):
+    finetuner = Finetuner(
+        config(expert_data, tiny_vlm_dir, tmp_path / "run", steps=3, learning_rate=5e-2), show_progress=False
+    )
+    batch = encode_batch(finetuner.processor, load_chat_examples(expert_data)[:2])
+    export, logits = Finetuner.export, {}
+
+    def export_after_recording_the_adapted_logits(self):
+        self.model.eval()
+        with torch.no_grad():
+            logits["adapted"] = self.model(**batch).logits
+        return export(self)
+
+    monkeypatch.setattr(Finetuner, "export", export_after_recording_the_adapted_logits)
+    finetuner.run()
+    trained = logits["adapted"]
+    model_dir = tmp_path / "run" / "model"
+    assert not (model_dir / "adapter_config.json").exists()  # plain weights, no peft needed
+    advisor = HuggingFaceAdvisor(model_path=str(model_dir))  # no extra options
+    advisor.load()
+    assert advisor.image_hw == (192, 192)
+    with torch.no_grad():
+        served = advisor.model(**batch).logits
+    torch.testing.assert_close(served, trained, rtol=1e-4, atol=1e-4)
+    base = HuggingFaceAdvisor(model_path=str(tiny_vlm_dir))
+    base.load()
+    with torch.no_grad():
+        assert not torch.allclose(base.model(**batch).logits, trained, atol=1e-3)  # training changed it
+    card = json.loads((model_dir / "found_rl_advisor.json").read_text())
+    assert card["image_hw"] == [192, 192] and card["method"] == "lora" and card["steps"] == 3
+
+
+def test_run_folder_holds_config_summary_and_the_tensorboard_tags(expert_data, tiny_vlm_dir, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", steps=2), show_progress=False).run()
+    run = tmp_path / "run"
+    assert json.loads((run / "config.json").read_text())["steps"] == 2
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["train_episodes"]) | set(summary["eval_episodes"]) == {0, 1, 2, 3}
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(TAGS)
+
+
+def test_lora_target_missing_from_the_language_model_is_named(expert_data, tiny_vlm_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"--lora-targets: qkv not in the language model.*q_proj"):
+        Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", lora=LoraSettings(targets=("q_proj", "qkv"))))
+
+
+def test_non_empty_out_needs_resume_and_resume_needs_the_same_settings(expert_data, tiny_vlm_dir, tmp_path):
+    Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", steps=1), show_progress=False).run()
+    with pytest.raises(ValueError, match="not empty; pass --resume"):
+        Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", steps=2))
+    with pytest.raises(ValueError, match=r"other settings.*batch_size"):
+        Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", steps=2, batch_size=3), resume=True)
+    with pytest.raises(ValueError, match="no fine-tuning run"):
+        Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "new", steps=2), resume=True)
+
+
+def test_text_only_checkpoint_is_refused(expert_data, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                 num_attention_heads=1)).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ValueError, match="model type 'llama' is not an image-text-to-text model"):
+        Finetuner(config(expert_data, tmp_path / "llama", tmp_path / "run"))
+
+
+def test_checkpoint_without_chat_template_is_named_with_the_fix(expert_data, tmp_path):
+    from found_rl.vlm.tiny import build_tiny_vlm
+
+    model = build_tiny_vlm(tmp_path / "bare", chat_template=None)
+    with pytest.raises(ValueError, match=r"no chat template.*chat_template.jinja"):
+        Finetuner(config(expert_data, model, tmp_path / "run"))
+
+
+def test_out_of_gpu_memory_suggests_a_batch_size(expert_data, tiny_vlm_dir, tmp_path, monkeypatch):
+    finetuner = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", batch_size=8, steps=1),
+                          show_progress=False)
+
+    def out_of_memory(**batch):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(finetuner.model, "forward", out_of_memory)
+    with pytest.raises(ValueError, match="out of GPU memory at --batch-size 8: try --batch-size 4 --grad-accum 2"):
+        finetuner.run()
