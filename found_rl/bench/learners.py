@@ -142,6 +142,100 @@ def train_sac_pendulum(
     return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
 
 
+def drqv2_pendulum_config() -> Any:
+    """DrQ-v2 for state-input Pendulum: the paper's update, sized like the SAC row.
+
+    Paper defaults except: learning rates 1e-3 and 256-256 MLPs (as the SAC row and the SB3 zoo's
+    TD3 on Pendulum), σ annealed from 1.0 to 0.1 over the first 10k steps (the paper anneals over
+    0.1–2M frames for its far longer runs), τ 0.005, no gradient clipping (the paper's choice;
+    Found-RL's 1.0 is the driving default), no augmentation (vector observations).
+    """
+    from found_rl.algos.drqv2 import DrQV2Config
+    from found_rl.models.encoders import NetworkConfig
+
+    return DrQV2Config(
+        actor_lr=1e-3,
+        critic_lr=1e-3,
+        tau=0.005,
+        n_step=3,
+        std_init=1.0,
+        std_final=0.1,
+        std_decay_end_steps=10_000,
+        max_grad_norm=0.0,
+        drq_pad_px=0,
+        network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)),
+    )
+
+
+def train_drqv2_pendulum(
+    seed: int,
+    total_steps: int = 20_000,
+    learning_starts: int = 1_000,
+    eval_episodes: int = EVAL_EPISODES,
+    progress: Callable[[str], None] | None = None,
+    eval_every: int = 0,
+) -> RunResult:
+    """The SAC row's loop with DrQ-v2: σ(t)-noisy actions, n-step batches, one update per step."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from found_rl.algos.drqv2 import DrQV2
+    from found_rl.models.observation import obs_spec_from_space
+    from found_rl.storage.replay import ReplayBuffer
+
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)
+    env.action_space.seed(seed)
+    spec = obs_spec_from_space(env.observation_space)
+    action_dim = int(env.action_space.shape[0])
+    config = drqv2_pendulum_config()
+    drq = DrQV2(spec, action_dim, config, seed=seed)
+    buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
+
+    obs, _ = env.reset(seed=seed)
+    episode, episode_return = 0, 0.0
+    for global_step in range(1, total_steps + 1):
+        if global_step <= learning_starts:
+            action = env.action_space.sample()
+        else:
+            action = drq.act(obs[None], global_step=global_step)[0]
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        buffer.add(
+            obs[None],
+            action[None],
+            np.array([reward]),
+            next_obs[None],
+            np.array([terminated]),
+            np.array([truncated]),
+            step_ids=[(0, episode, global_step)],
+        )
+        obs = next_obs
+        episode_return += float(reward)
+        if terminated or truncated:
+            if progress is not None:
+                progress(f"drqv2 seed {seed} step {global_step} episode {episode} return {episode_return:.1f}")
+            obs, _ = env.reset()
+            episode, episode_return = episode + 1, 0.0
+        if global_step > learning_starts:
+            drq.update(buffer.sample(config.batch_size, rng, n_step=config.n_step, gamma=config.gamma), global_step)
+        if progress is not None and eval_every > 0 and global_step % eval_every == 0:
+            interim = evaluate(drq.policy().act, "Pendulum-v1", seed=20_000 + seed, episodes=5, rescale=True)
+            progress(f"drqv2 seed {seed} step {global_step} eval return (5 episodes) {interim:.1f}")
+    env.close()
+    policy = drq.policy()
+    eval_return = evaluate(
+        lambda o: policy.act(o),
+        "Pendulum-v1",
+        seed=10_000 + seed,
+        episodes=eval_episodes,
+        rescale=True,
+    )
+    return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
+
+
 def train_ppo_cartpole(
     seed: int,
     total_steps: int = 100_000,
