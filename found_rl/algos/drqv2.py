@@ -74,6 +74,9 @@ class DrQV2Config:
     """Polyak coefficient of the target critics (every update)"""
     batch_size: int = 256
     """transitions per gradient step"""
+    update_every_steps: int = 2
+    """the driver calls ``update`` once every this many env steps (the paper: 2); read by the
+    driver, not by the learner"""
     actor_lr: float = 1e-4
     """actor learning rate"""
     critic_lr: float = 1e-4
@@ -128,6 +131,7 @@ class DrQV2Config:
             ("n_step", self.n_step >= 1, ">= 1"),
             ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
             ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("update_every_steps", self.update_every_steps >= 1, ">= 1"),
             ("actor_lr", self.actor_lr > 0, "> 0"),
             ("critic_lr", self.critic_lr > 0, "> 0"),
             ("std_init", self.std_init > 0, "> 0"),
