@@ -315,11 +315,7 @@ def train_ppo_cartpole(
             running += rewards
             episode_returns += list(running[terminated | truncated])
             running[terminated | truncated] = 0.0
-        rollout = storage.compute_returns(
-            ppo.value(torch.as_tensor(obs, dtype=torch.float32)),
-            config.gamma,
-            config.gae_lambda,
-        )
+        rollout = ppo.compute_returns(storage, ppo.value(torch.as_tensor(obs, dtype=torch.float32)))
         ppo.update(rollout, global_step)
         if progress is not None and episode_returns:
             progress(

@@ -238,3 +238,26 @@ def test_bad_config_names_the_field(overrides, words):
 
 def test_make_config_knows_drqv2():
     assert isinstance(make_config("drqv2", n_step=1), DrQV2Config)
+
+
+def test_config_fields_are_documented():
+    import ast
+    import dataclasses
+    import inspect
+    import itertools
+
+    from found_rl.algos.ppo import PpoConfig
+
+    for config in (DrQV2Config, PpoConfig):
+        body = ast.parse(inspect.getsource(config)).body[0].body
+        documented = {
+            node.target.id
+            for node, after in itertools.pairwise(body)
+            if isinstance(node, ast.AnnAssign)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+            and after.value.value.strip()
+        }
+        fields = {f.name for f in dataclasses.fields(config)}
+        assert fields <= documented, f"{config.__name__} undocumented: {sorted(fields - documented)}"
