@@ -378,11 +378,13 @@ def train_ppo_cartpole_sampled(
     eval_episodes: int = EVAL_EPISODES,
     progress: Callable[[str], None] | None = None,
     check_every: int = 2_500,
+    rho: float = 0.5,
 ) -> RunResult:
     """PPO on CartPole-v1 with CARLA-like latency, collected by a ``fast_sampler`` sampler, until
     it reaches the target return: the wall time to learn, not to exhaust a budget.
 
-    ``sampler_kind`` 'fast': ``FastSampler`` over ``num_clips`` worker processes (ρ = 0.5),
+    ``sampler_kind`` 'fast': ``FastSampler`` over ``num_clips`` worker processes (ended fraction
+    ``rho`` triggers the global truncation),
     rollouts of ``rows_per_rollout / num_clips`` lock-steps, padding masked by SMPO; 'single':
     ``SingleClipSampler`` (one worker process, reset on done), rollouts of ``rows_per_rollout``
     steps. Both use the CartPole row's PPO settings (learning rate annealed over
@@ -429,7 +431,7 @@ def train_ppo_cartpole_sampled(
     factories = [functools.partial(_latency_cartpole, step_latency_s, 1_000 * seed + clip) for clip in range(clips)]
     executor = ProcessExecutor(factories, timeout_s=300)
     sampler = (
-        FastSampler(executor, policy, rho=0.5, seed=seed)
+        FastSampler(executor, policy, rho=rho, seed=seed)
         if sampler_kind == "fast"
         else SingleClipSampler(executor, policy, seed=seed)
     )
@@ -545,6 +547,7 @@ def run(args: argparse.Namespace) -> int:
                     fast_steps,
                     num_clips=args.fast_clips,
                     step_latency_s=step_ms / 1000.0,
+                    rho=args.fast_rho,
                     eval_episodes=args.eval_episodes,
                     progress=progress,
                 )
@@ -558,6 +561,7 @@ def run(args: argparse.Namespace) -> int:
                 "ppo_fast_wall_ratio": ratio,
                 "ppo_fast_clips": args.fast_clips,
                 "ppo_fast_step_ms": step_ms,
+                "ppo_fast_rho": args.fast_rho,
                 "ppo_fast_target_met": report["ppo_fast_cartpole_target_met"] and ratio < 1.0,
             }
         )
@@ -655,6 +659,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int_at_least(2),
         default=8,
         help="FAST clips (worker processes) of the latency PPO row (default 8)",
+    )
+    parser.add_argument(
+        "--fast-rho",
+        type=finite_float(0.0, inclusive=False, maximum=1.0),
+        default=0.5,
+        help="FAST's ended fraction that triggers the global truncation, in (0, 1] (default 0.5, METHOD §4)",
     )
     parser.add_argument(
         "--eval-episodes",
