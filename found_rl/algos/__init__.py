@@ -1,9 +1,10 @@
-"""Learners (SAC, PPO) and the pure guidance terms they add (VMR, AWAG, CLIP bonus)."""
+"""Learners (SAC, DrQ-v2, PPO) and the pure guidance terms they add (VMR, AWAG, CLIP bonus, advisor BC)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from found_rl.algos.drqv2 import DrQV2, DrQV2Config
 from found_rl.algos.guidance import (
     GuidanceTerm,
     awag_loss,
@@ -14,7 +15,7 @@ from found_rl.algos.guidance import (
 from found_rl.algos.ppo import PPO, PpoConfig
 from found_rl.algos.sac import SAC, SacConfig
 
-ALGORITHMS = ("sac", "ppo")
+ALGORITHMS = ("sac", "ppo", "drqv2")
 
 
 def parse_algorithm(name: str) -> str:
@@ -28,15 +29,25 @@ def parse_algorithm(name: str) -> str:
     return name
 
 
-def make_config(name: str, **overrides: Any) -> SacConfig | PpoConfig:
+CONFIGS: dict[str, type[SacConfig] | type[PpoConfig] | type[DrQV2Config]] = {
+    "sac": SacConfig,
+    "ppo": PpoConfig,
+    "drqv2": DrQV2Config,
+}
+
+
+def make_config(name: str, **overrides: Any) -> SacConfig | PpoConfig | DrQV2Config:
     """The hyper-parameter dataclass of algorithm ``name`` with ``overrides`` applied."""
-    return {"sac": SacConfig, "ppo": PpoConfig}[parse_algorithm(name)](**overrides)
+    return CONFIGS[parse_algorithm(name)](**overrides)
 
 
 __all__ = [
     "ALGORITHMS",
+    "CONFIGS",
     "PPO",
     "SAC",
+    "DrQV2",
+    "DrQV2Config",
     "GuidanceTerm",
     "PpoConfig",
     "SacConfig",

@@ -23,6 +23,8 @@ class GuidanceTerm(str, Enum):
     VMR = "vmr"
     AWAG = "awag"
     CLIP_BONUS = "clip_bonus"
+    ADVISOR_BC = "advisor_bc"
+    """PPO's advisor term: advantage-gated log-likelihood of the advisor action (METHOD §6)"""
 
     @classmethod
     def parse(cls, name: str) -> GuidanceTerm:
@@ -143,3 +145,47 @@ def normalized_q_term(q1: torch.Tensor, min_q: torch.Tensor, alpha: float = 2.5)
     """
     scale = alpha / q1.abs().mean().detach().clamp(min=1e-6)
     return -scale * min_q.mean()
+
+
+def advisor_bc_gate(
+    has_advisor: torch.Tensor,
+    advantages: torch.Tensor,
+    executed_differs: torch.Tensor,
+    negative_advantage_only: bool = True,
+) -> torch.Tensor:
+    """g = h · [A(s, a) < 0] · [aᵛ ≠ a]: PPO's stand-in for AWAG's Q-filter (docs/method.md §6).
+
+    Without a Q function the advisor action cannot be scored; what PPO knows is whether the
+    action it executed beat its own expectation. Where A(s, a) < 0 the policy-gradient step
+    already moves probability away from a, and the advisor term says where to; where
+    A(s, a) > 0 (or the advisor chose a itself) imitation would fight or duplicate a signal
+    the return already gave, so the sample is left out.
+
+    Args:
+        has_advisor: h, ``(B,)``.
+        advantages: the executed action's GAE advantage before normalisation, ``(B,)``.
+        executed_differs: 1 where aᵛ ≠ a, ``(B,)``.
+        negative_advantage_only: False gates on h alone (no filter).
+
+    Returns:
+        A float ``(B,)`` gate in {0, 1}, free of gradient.
+    """
+    with torch.no_grad():
+        gate = has_advisor.float()
+        if negative_advantage_only:
+            gate = gate * (advantages < 0).float() * executed_differs.float()
+    return gate
+
+
+def advisor_bc_loss(log_prob_advisor: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """L_BC = − Σ g log π(aᵛ | s) / max(1, Σ g): advisor log-likelihood on gated samples only.
+
+    Raises:
+        ValueError: if ``log_prob_advisor`` is not one value per sample.
+    """
+    if log_prob_advisor.shape != gate.shape:
+        raise ValueError(
+            f"advisor_bc_loss: log_prob_advisor must be per sample with shape {tuple(gate.shape)}, "
+            f"got {tuple(log_prob_advisor.shape)}"
+        )
+    return -masked_mean(log_prob_advisor, gate)

@@ -1,10 +1,15 @@
-"""PPO with SMPO: clipped surrogate, value and entropy losses averaged over valid transitions only.
+"""PPO with SMPO and advisor guidance: exactly the unpadded update on a padded FAST rollout.
 
 PPO: Schulman et al. 2017. SMPO (FAST, METHOD §4): a FAST rollout keeps its (T, N) shape with
-padding rows (valid = 0); every loss is Σ v·ℓ / max(1, Σ v), GAE stops at done flags and never
-reads padding, and advantages are normalised over valid entries, so the loss and its gradient
-equal those of the unpadded batch. The update follows CleanRL's ``ppo_continuous_action.py``;
-rollout collection lives in the driver (the learner never touches an env).
+padding rows (valid = 0); GAE stops at done flags and never reads padding. ``update`` then forms
+its minibatches from the valid entries only, all of them every epoch, so a padded rollout
+produces the same parameters as the same valid transitions without padding (same seed), and no
+padding value, NaN included, can reach a gradient or Adam's moments. The update follows
+CleanRL's ``ppo_continuous_action.py``; rollout collection lives in the driver.
+
+Guidance (docs/method.md §6): the CLIP bonus is added to the GAE reward when the config lists
+'clip_bonus' (``PPO.compute_returns``), and 'advisor_bc' adds an advantage-gated
+log-likelihood of the advisor action with a linearly decaying coefficient.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ import torch
 from torch import nn
 
 from fast_sampler.smpo import masked_mean, masked_normalize
-from found_rl.algos.guidance import GuidanceTerm
+from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
+from found_rl.algos.guidance import GuidanceTerm, advisor_bc_gate, advisor_bc_loss
 from found_rl.algos.numerics import ensure_finite
+from found_rl.algos.schedules import linear_decay
 from found_rl.models.encoders import EncoderConfig, NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, TensorObs, obs_to_tensor
 from found_rl.models.policy import DrivingPolicy, PolicySpec
 from found_rl.models.ppo_nets import ActionKind, ActorCritic
-from found_rl.storage.rollout import RolloutSamples
+from found_rl.storage.rollout import RolloutSamples, RolloutStorage
 
 LOSS_TAGS = (
     "losses/value_loss",
@@ -37,7 +44,14 @@ LOSS_TAGS = (
     "charts/learning_rate",
     "perf/valid_fraction",
 )
-PPO_GUIDANCE = (GuidanceTerm.CLIP_BONUS,)
+ADVISOR_BC_TAGS = (
+    "guidance/advisor_bc_loss",
+    "guidance/advisor_bc_coef",
+    "guidance/advisor_bc_gate_fraction",
+)
+LABEL_TAGS = ("guidance/label_coverage",)
+PPO_GUIDANCE = (GuidanceTerm.CLIP_BONUS, GuidanceTerm.ADVISOR_BC)
+ADVISOR_BC_FILTERS = ("negative_advantage", "none")
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,19 @@ class PpoConfig:
     action_kind: str = "beta"
     """continuous policy: 'beta' or 'gaussian' (Discrete spaces always use 'categorical')"""
     guidance: tuple[str, ...] = ()
-    """guidance terms: only 'clip_bonus' applies to PPO (added in RolloutStorage.compute_returns)"""
+    """guidance terms: 'clip_bonus' (added to the GAE reward by ``PPO.compute_returns``) and
+    'advisor_bc' (advantage-gated advisor log-likelihood, docs/method.md §6)"""
+    advisor_bc_coef: float = 0.1
+    """peak coefficient c₀ of the advisor term: c(t) = c₀ · linear_decay(t) from 1 to 0"""
+    advisor_bc_decay_start_steps: int = 0
+    """c(t) = c₀ up to this env step"""
+    advisor_bc_decay_end_steps: int = 300_000
+    """c(t) reaches 0 at this env step (as AWAG's DrQ-v2 schedule)"""
+    advisor_bc_filter: str = "negative_advantage"
+    """'negative_advantage': imitate only where the executed action's GAE advantage is < 0 and the
+    advisor chose differently; 'none': every labelled sample"""
+    advisor_action_eps: float = 1e-3
+    """continuous advisor actions are clipped to ±(1 − ε) before log π (Beta's density is 0 on the bound)"""
     network: NetworkConfig = field(
         default_factory=lambda: NetworkConfig(EncoderConfig(), actor_hidden=(64, 64), critic_hidden=(64, 64))
     )
@@ -94,20 +120,23 @@ class PpoConfig:
             ("vf_coef", self.vf_coef >= 0, ">= 0"),
             ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
             ("target_kl", self.target_kl >= 0, ">= 0"),
+            ("advisor_bc_coef", self.advisor_bc_coef >= 0, ">= 0"),
+            ("advisor_bc_filter", self.advisor_bc_filter in ADVISOR_BC_FILTERS, f"one of {ADVISOR_BC_FILTERS}"),
+            ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
         )
-        for name, ok, allowed in rules:
-            if not ok:
-                raise ValueError(f"PpoConfig.{name}: expected {allowed}, got {getattr(self, name)!r}")
+        check_finite_floats(self)
+        check_rules(self, rules)
+        check_schedule(self, "advisor_bc_decay_start_steps", "advisor_bc_decay_end_steps")
         kind = ActionKind.parse(self.action_kind)
         if kind is ActionKind.CATEGORICAL:
             raise ValueError(
                 "PpoConfig.action_kind: expected 'beta' or 'gaussian' (categorical follows a Discrete space)"
             )
-        for name in self.guidance:
-            if GuidanceTerm.parse(name) not in PPO_GUIDANCE:
-                raise ValueError(
-                    f"PpoConfig.guidance: {name!r} needs a Q-learning learner (SAC); PPO supports only 'clip_bonus'"
-                )
+        check_guidance(self, "ppo", PPO_GUIDANCE)
+
+    @property
+    def terms(self) -> frozenset[GuidanceTerm]:
+        return frozenset(GuidanceTerm(name) for name in self.guidance)
 
 
 class PpoLosses(NamedTuple):
@@ -224,52 +253,130 @@ class PPO:
         with torch.no_grad():
             return self.agent.act(tensor_obs, deterministic).cpu().numpy()
 
+    def compute_returns(self, storage: RolloutStorage, last_values: torch.Tensor) -> RolloutSamples:
+        """Masked GAE of a full ``storage`` with this config's γ, λ and CLIP-bonus switch.
+
+        The bonus attached to entries is added to the learner's reward only when ``guidance``
+        lists 'clip_bonus' (METHOD §3); otherwise attached bonuses are ignored.
+        """
+        cfg = self.config
+        return storage.compute_returns(
+            last_values, cfg.gamma, cfg.gae_lambda, clip_bonus=GuidanceTerm.CLIP_BONUS in cfg.terms
+        )
+
+    def advisor_bc_coefficient(self, global_step: int) -> float:
+        """c(t) = c₀ until the decay starts, linear to 0 at its end, 0 after (docs/method.md §6)."""
+        cfg = self.config
+        return cfg.advisor_bc_coef * linear_decay(
+            global_step, cfg.advisor_bc_decay_start_steps, cfg.advisor_bc_decay_end_steps, 1.0, 0.0
+        )
+
+    def minibatch_indices(self, valid: torch.Tensor) -> list[torch.Tensor]:
+        """One epoch's minibatches: a permutation of the valid entries, split into near-equal parts.
+
+        Every valid entry is used exactly once per epoch (sizes differ by at most one; none is
+        dropped); padding entries are never drawn. For a rollout without padding of a size
+        divisible by ``num_minibatches`` this is CleanRL's split exactly.
+        """
+        valid_index = torch.nonzero(valid > 0).squeeze(-1).to(self.device)
+        count = int(valid_index.numel())
+        order = torch.as_tensor(self.rng.permutation(count), device=self.device)
+        parts = min(self.config.num_minibatches, count)
+        return [valid_index[part] for part in torch.tensor_split(order, parts)]
+
     def update(self, rollout: RolloutSamples, global_step: int) -> dict[str, float]:
-        """Epochs × minibatches of SMPO-masked PPO on one rollout.
+        """Epochs × minibatches of PPO over the valid entries of one rollout.
 
         Args:
-            rollout: the flattened rollout from ``RolloutStorage.compute_returns``.
-            global_step: env steps so far; anneals the learning rate.
+            rollout: the flattened rollout from ``PPO.compute_returns`` (padding included; it
+                is skipped here, whatever it holds).
+            global_step: env steps so far; anneals the learning rate and the advisor term.
 
         Raises:
+            ValueError: if the rollout holds no valid entry.
             FloatingPointError: naming the first non-finite loss term.
         """
         cfg = self.config
+        if not bool((rollout.valid > 0).any()):
+            raise ValueError("PPO.update: the rollout holds no valid transition (every entry is padding)")
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - global_step / cfg.total_timesteps)
             self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-        batch_size = int(rollout.valid.shape[0])
-        minibatch_size = max(1, batch_size // cfg.num_minibatches)
+        use_advisor = GuidanceTerm.ADVISOR_BC in cfg.terms and rollout.has_advisor is not None
+        bc_coef = self.advisor_bc_coefficient(global_step) if use_advisor else 0.0
         stats: list[PpoLosses] = []
+        bc_logs: list[tuple[float, float]] = []
         for _ in range(cfg.update_epochs):
-            order = torch.as_tensor(self.rng.permutation(batch_size), device=self.device)
-            for start in range(0, batch_size - minibatch_size + 1, minibatch_size):
-                mb = rollout.index(order[start : start + minibatch_size])
-                _, new_log_probs, entropy, new_values = self.agent.get_action_and_value(mb.observations, mb.actions)
-                losses = ppo_losses(new_log_probs, entropy, new_values, mb, cfg)
-                ensure_finite(
-                    {
-                        "losses/policy_loss": losses.policy_loss,
-                        "losses/value_loss": losses.value_loss,
-                        "losses/entropy": losses.entropy,
-                    },
-                    global_step,
+            for index in self.minibatch_indices(rollout.valid):
+                mb = rollout.index(index)
+                advisor_actions = self._clipped_advisor_actions(mb.advisor_actions) if use_advisor else None
+                new_log_probs, entropy, new_values, advisor_log_probs = self.agent.evaluate_actions(
+                    mb.observations, mb.actions, advisor_actions
                 )
+                losses = ppo_losses(new_log_probs, entropy, new_values, mb, cfg)
+                checked = {
+                    "losses/policy_loss": losses.policy_loss,
+                    "losses/value_loss": losses.value_loss,
+                    "losses/entropy": losses.entropy,
+                }
+                loss = losses.loss
+                if use_advisor:
+                    gate = self._advisor_gate(mb)
+                    bc_term = advisor_bc_loss(advisor_log_probs, gate)
+                    checked["guidance/advisor_bc_loss"] = bc_term
+                    loss = loss + bc_coef * bc_term
+                    bc_logs.append((bc_term.item(), gate.mean().item()))
+                ensure_finite(checked, global_step)
                 self.optimizer.zero_grad()
-                losses.loss.backward()
+                loss.backward()
                 if cfg.max_grad_norm > 0:
                     nn.utils.clip_grad_norm_(self.agent.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
                 stats.append(losses)
             if cfg.target_kl > 0 and stats and stats[-1].approx_kl.item() > cfg.target_kl:
                 break
-        last = stats[-1]
-        valid = rollout.valid
-        returns_var = torch.var(rollout.returns[valid > 0]) if valid.sum() > 1 else torch.tensor(float("nan"))
-        residual_var = (
-            torch.var((rollout.returns - rollout.values)[valid > 0]) if valid.sum() > 1 else torch.tensor(float("nan"))
+        logs = self._logs(rollout, stats)
+        if rollout.has_advisor is not None:
+            is_valid = rollout.valid > 0
+            logs["guidance/label_coverage"] = rollout.has_advisor[is_valid].float().mean().item()
+        if use_advisor:
+            logs.update(
+                {
+                    "guidance/advisor_bc_loss": bc_logs[-1][0],
+                    "guidance/advisor_bc_coef": bc_coef,
+                    "guidance/advisor_bc_gate_fraction": float(np.mean([g for _, g in bc_logs])),
+                }
+            )
+        return logs
+
+    def _clipped_advisor_actions(self, advisor_actions: torch.Tensor | None) -> torch.Tensor | None:
+        if advisor_actions is None or self.action_kind is ActionKind.CATEGORICAL:
+            return advisor_actions
+        bound = 1.0 - self.config.advisor_action_eps
+        return advisor_actions.clamp(-bound, bound)
+
+    def _advisor_gate(self, mb: RolloutSamples) -> torch.Tensor:
+        assert mb.has_advisor is not None and mb.advisor_actions is not None
+        differs = mb.advisor_actions != mb.actions
+        if differs.dim() > 1:
+            differs = differs.any(dim=-1)
+        return advisor_bc_gate(
+            mb.has_advisor,
+            mb.advantages,
+            differs,
+            negative_advantage_only=self.config.advisor_bc_filter == "negative_advantage",
         )
-        explained_var = float("nan") if returns_var == 0 else (1 - residual_var / returns_var).item()
+
+    def _logs(self, rollout: RolloutSamples, stats: list[PpoLosses]) -> dict[str, float]:
+        last = stats[-1]
+        is_valid = rollout.valid > 0
+        returns = rollout.returns[is_valid]
+        residuals = (rollout.returns - rollout.values)[is_valid]
+        if returns.numel() > 1:
+            returns_var = torch.var(returns)
+            explained_var = float("nan") if returns_var == 0 else (1 - torch.var(residuals) / returns_var).item()
+        else:
+            explained_var = float("nan")
         return {
             "losses/value_loss": last.value_loss.item(),
             "losses/policy_loss": last.policy_loss.item(),
@@ -279,7 +386,7 @@ class PPO:
             "losses/clipfrac": float(np.mean([s.clipfrac.item() for s in stats])),
             "losses/explained_variance": explained_var,
             "charts/learning_rate": self.optimizer.param_groups[0]["lr"],
-            "perf/valid_fraction": valid.mean().item(),
+            "perf/valid_fraction": rollout.valid.mean().item(),
         }
 
     def state_dict(self) -> dict[str, Any]:

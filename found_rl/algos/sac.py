@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from found_rl.algos.augment import shift_observation
+from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
 from found_rl.algos.guidance import (
     GuidanceTerm,
     VmrForm,
@@ -37,6 +38,7 @@ from found_rl.models.sac_nets import SquashedGaussianActor, TwinQCritic
 from found_rl.storage.replay import ReplaySamples
 
 AWAG_SCHEDULES = ("constant", "drqv2_cosine")
+SAC_GUIDANCE = (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)
 
 # Logged tags (renaming one is a breaking change; tests check the set).
 CRITIC_TAGS = (
@@ -130,7 +132,6 @@ class SacConfig:
             ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
             ("drq_pad_px", self.drq_pad_px >= 0, ">= 0"),
             ("vmr_margin", self.vmr_margin >= 0, ">= 0"),
-            ("vmr_decay_end_steps", self.vmr_decay_end_steps >= self.vmr_decay_start_steps, ">= vmr_decay_start_steps"),
             ("awag_beta", self.awag_beta > 0, "> 0"),
             ("awag_max_weight", self.awag_max_weight >= 1, ">= 1"),
             ("awag_coef", self.awag_coef >= 0, ">= 0"),
@@ -138,14 +139,13 @@ class SacConfig:
             ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
             ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
         )
-        for name, ok, allowed in rules:
-            if not ok:
-                raise ValueError(f"SacConfig.{name}: expected {allowed}, got {getattr(self, name)!r}")
+        check_finite_floats(self)
+        check_rules(self, rules)
+        check_schedule(self, "vmr_decay_start_steps", "vmr_decay_end_steps")
         if self.vmr_form not in {form.value for form in VmrForm}:
             allowed = ", ".join(form.value for form in VmrForm)
             raise ValueError(f"SacConfig.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
-        for name in self.guidance:
-            GuidanceTerm.parse(name)
+        check_guidance(self, "sac", SAC_GUIDANCE)
 
     @property
     def terms(self) -> frozenset[GuidanceTerm]:

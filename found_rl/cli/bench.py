@@ -14,7 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "bev": "BEV renderer alone: ms per render on synthetic scenes of growing density",
     "sampler": "FAST vs single-clip and lock-step baselines: wall-clock per 10k valid transitions",
     "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",
-    "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",
+    "learners": "SAC and DrQ-v2 on Pendulum-v1, PPO on CartPole-v1 reference parity; FAST vs single-clip PPO wall time",
     "policy": "FLOPs, inference frames/s and SAC updates/s of a driving network preset",
     "train": "the whole training loop, advisor off vs served expert advisor, side by side",
     "guidance": "learning curves over seeds: plain SAC vs VMR+AWAG with the expert vs a noisy advisor",

@@ -1,5 +1,6 @@
-"""Policy and value networks: BEV + state encoder, SAC actor/critics, PPO actor-critic."""
+"""Policy and value networks: BEV + state encoder, SAC and DrQ-v2 actors/critics, PPO actor-critic."""
 
+from found_rl.models.drqv2_nets import DeterministicActor
 from found_rl.models.encoders import (
     BevStateEncoder,
     EncoderConfig,
@@ -20,6 +21,7 @@ __all__ = [
     "ActionKind",
     "ActorCritic",
     "BevStateEncoder",
+    "DeterministicActor",
     "DrivingPolicy",
     "EncoderConfig",
     "FlatEncoder",

@@ -13,13 +13,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from found_rl.models.drqv2_nets import DETERMINISTIC, DeterministicActor
 from found_rl.models.encoders import NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
 from found_rl.models.ppo_nets import ActionKind, ActorCritic
 from found_rl.models.sac_nets import SquashedGaussianActor
 
 SQUASHED_GAUSSIAN = "squashed_gaussian"
-POLICY_ALGOS = ("sac", "ppo")
+POLICY_ALGOS = ("sac", "ppo", "drqv2")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class PolicySpec:
     """Everything needed to rebuild a policy network without the env or the learner."""
 
     algo: str
-    """learner that produced it: 'sac' or 'ppo'"""
+    """learner that produced it: 'sac', 'ppo' or 'drqv2'"""
     obs: ObsSpec
     """observation layout"""
     action_dim: int
@@ -35,7 +36,7 @@ class PolicySpec:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     """encoder and head widths"""
     action_kind: str = SQUASHED_GAUSSIAN
-    """distribution: 'squashed_gaussian' (SAC) or a PPO ActionKind value"""
+    """distribution: 'squashed_gaussian' (SAC), 'deterministic' (DrQ-v2) or a PPO ActionKind value"""
 
     def __post_init__(self) -> None:
         if self.algo not in POLICY_ALGOS:
@@ -44,6 +45,8 @@ class PolicySpec:
             raise ValueError(f"PolicySpec.action_dim: expected an int >= 1, got {self.action_dim}")
         if self.algo == "sac" and self.action_kind != SQUASHED_GAUSSIAN:
             raise ValueError(f"PolicySpec.action_kind: SAC uses {SQUASHED_GAUSSIAN!r}, got {self.action_kind!r}")
+        if self.algo == "drqv2" and self.action_kind != DETERMINISTIC:
+            raise ValueError(f"PolicySpec.action_kind: DrQ-v2 uses {DETERMINISTIC!r}, got {self.action_kind!r}")
         if self.algo == "ppo":
             ActionKind.parse(self.action_kind)
 
@@ -72,6 +75,8 @@ def build_actor(spec: PolicySpec) -> nn.Module:
     encoder = make_encoder(spec.obs, spec.network.encoder)
     if spec.algo == "sac":
         return SquashedGaussianActor(encoder, spec.action_dim, spec.network.actor_hidden)
+    if spec.algo == "drqv2":
+        return DeterministicActor(encoder, spec.action_dim, spec.network.actor_hidden)
     return ActorCritic(
         encoder,
         ActionKind(spec.action_kind),
@@ -86,7 +91,8 @@ class DrivingPolicy:
 
     Args:
         spec: how the network was built.
-        actor: the network (``SquashedGaussianActor`` or ``ActorCritic``), weights loaded.
+        actor: the network (``SquashedGaussianActor``, ``DeterministicActor`` or ``ActorCritic``),
+            weights loaded.
         device: where inference runs.
     """
 

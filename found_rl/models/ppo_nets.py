@@ -118,15 +118,36 @@ class ActorCritic(nn.Module):
         dist = self.distribution(features)
         value = self.critic(features).squeeze(-1)
         if self.action_kind is ActionKind.BETA:
-            # Beta lives on [0, 1]: a = 2u − 1, so log p(a) = log p(u) − A·log 2.
             unit = (action + 1.0) / 2.0 if action is not None else dist.sample()
             unit = unit.clamp(BETA_EPS, 1.0 - BETA_EPS)
-            log_prob = dist.log_prob(unit) - self.action_dim * math.log(2.0)
-            entropy = dist.entropy() + self.action_dim * math.log(2.0)
+            log_prob, entropy = self._score(dist, 2.0 * unit - 1.0, unit)
             return 2.0 * unit - 1.0, log_prob, entropy, value
         if action is None:
             action = dist.sample()
         return action, dist.log_prob(action), dist.entropy(), value
+
+    def evaluate_actions(
+        self, obs: TensorObs, actions: torch.Tensor, advisor_actions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One encoder pass for a PPO minibatch: ``(log π(a), entropy, V, log π(aᵛ) or None)``, each ``(B,)``."""
+        features = self.encoder(obs)
+        dist = self.distribution(features)
+        value = self.critic(features).squeeze(-1)
+        log_prob, entropy = self._score(dist, actions)
+        advisor_log_prob = None if advisor_actions is None else self._score(dist, advisor_actions)[0]
+        return log_prob, entropy, value, advisor_log_prob
+
+    def _score(
+        self, dist: Distribution, action: torch.Tensor, unit: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log p(action), entropy)`` with actions in env units (``unit``: Beta's u, if known)."""
+        if self.action_kind is ActionKind.BETA:
+            # Beta lives on [0, 1]: a = 2u − 1, so log p(a) = log p(u) − A·log 2.
+            if unit is None:
+                unit = ((action + 1.0) / 2.0).clamp(BETA_EPS, 1.0 - BETA_EPS)
+            log_two = self.action_dim * math.log(2.0)
+            return dist.log_prob(unit) - log_two, dist.entropy() + log_two
+        return dist.log_prob(action), dist.entropy()
 
     def act(self, obs: TensorObs, deterministic: bool = True) -> torch.Tensor:
         """Actions for rollouts and evaluation: the mode (categorical), mean (Gaussian, Beta) or a sample."""

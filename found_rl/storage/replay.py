@@ -47,6 +47,9 @@ class ReplaySamples(NamedTuple):
     """1.0 where a CLIP bonus is attached, ``(B,)`` float32"""
     clip_bonus: torch.Tensor
     """CLIP bonus b_t, ``(B,)`` float32; zeros where ``has_clip`` is 0"""
+    discounts: torch.Tensor | None = None
+    """n-step batches only: γᵏ for the k ≤ n steps summed into ``rewards``, ``(B,)`` float32.
+    The TD target is rewards + (1 − dones)·discounts·Q(next_observations). None for 1-step batches."""
 
 
 def _obs_layout(spec: ObsSpec) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -352,14 +355,33 @@ class ReplayBuffer:
         tensors = {key: torch.as_tensor(array[slots], device=self.device) for key, array in self._obs.items()}
         return tensors.get("obs", tensors)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> ReplaySamples:
-        """Uniform batch over stored transitions.
+    def sample(
+        self,
+        batch_size: int,
+        rng: np.random.Generator,
+        n_step: int = 1,
+        gamma: float | None = None,
+    ) -> ReplaySamples:
+        """Uniform batch over stored transitions, optionally with n-step returns.
+
+        With ``n_step > 1`` each sampled transition t is followed along its episode for up to n
+        steps: ``rewards`` = Σ_{i<k} γⁱ r_{t+i}, ``next_observations`` = o_{t+k}, ``dones`` = 1
+        if the episode terminated within those k steps, and ``discounts`` = γᵏ. The window is
+        shorter (k < n) where the episode was truncated (bootstrapped from the final
+        observation) or its next transition is not stored yet. Advisor labels are those of
+        transition t (they score o_t); CLIP bonuses are summed like rewards, Σ γⁱ h_{t+i} b_{t+i},
+        and ``has_clip`` is 1 where any step of the window has one.
 
         Raises:
-            ValueError: if the buffer is empty or ``batch_size`` < 1.
+            ValueError: if the buffer is empty, ``batch_size`` or ``n_step`` < 1, or ``n_step``
+                > 1 without a ``gamma`` in [0, 1].
         """
         if batch_size < 1:
             raise ValueError(f"ReplayBuffer.sample: batch_size must be >= 1, got {batch_size}")
+        if n_step < 1:
+            raise ValueError(f"ReplayBuffer.sample: n_step must be >= 1, got {n_step}")
+        if n_step > 1 and (gamma is None or not 0.0 <= gamma <= 1.0):
+            raise ValueError(f"ReplayBuffer.sample: n_step > 1 needs gamma in [0, 1], got {gamma!r}")
         if len(self) == 0:
             raise ValueError("ReplayBuffer.sample: the buffer holds no transitions yet")
         chosen: list[np.ndarray] = []
@@ -370,19 +392,52 @@ class ReplayBuffer:
             chosen.append(hits)
             missing -= len(hits)
         slots = np.sort(np.concatenate(chosen))  # sorted reads are kinder to memory maps
-        next_slots = self.next_slot[slots]
 
         def tensor(array: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(array, dtype=torch.float32, device=self.device)
 
+        if n_step == 1:
+            rewards, dones = self.rewards[slots], self.terminated[slots]
+            has_clip, clip_bonus = self.has_clip[slots], self.clip_bonus[slots]
+            next_slots, discounts = self.next_slot[slots], None
+        else:
+            rewards, dones, has_clip, clip_bonus, next_slots, discounts = self._n_step(slots, n_step, float(gamma))
         return ReplaySamples(
             observations=self._gather_obs(slots),
             actions=tensor(self.actions[slots]),
-            rewards=tensor(self.rewards[slots]),
+            rewards=tensor(rewards),
             next_observations=self._gather_obs(next_slots),
-            dones=tensor(self.terminated[slots]),
+            dones=tensor(dones),
             has_advisor=tensor(self.has_advisor[slots]),
             advisor_actions=tensor(self.advisor_actions[slots]),
-            has_clip=tensor(self.has_clip[slots]),
-            clip_bonus=tensor(self.clip_bonus[slots]),
+            has_clip=tensor(has_clip),
+            clip_bonus=tensor(clip_bonus),
+            discounts=None if discounts is None else tensor(discounts),
         )
+
+    def _n_step(self, slots: np.ndarray, n_step: int, gamma: float) -> tuple[np.ndarray, ...]:
+        """Follow each transition along its episode for up to ``n_step`` stored transitions.
+
+        A transition's next slot is written after it, so while the first transition is stored
+        every later one in its window is too (ring order); a next slot that starts no
+        transition is an episode's final observation or the newest, still pending one.
+        """
+        rewards = self.rewards[slots].astype(np.float64)
+        dones = self.terminated[slots].copy()
+        has_clip = self.has_clip[slots].copy()
+        clip_bonus = np.where(has_clip, self.clip_bonus[slots], 0.0).astype(np.float64)
+        next_slots = self.next_slot[slots].copy()
+        discounts = np.full(len(slots), gamma, dtype=np.float64)
+        for _ in range(1, n_step):
+            going_on = ~dones & self.is_transition[next_slots]
+            if not going_on.any():
+                break
+            current = next_slots[going_on]
+            step_discount = discounts[going_on]
+            rewards[going_on] += step_discount * self.rewards[current]
+            clip_bonus[going_on] += step_discount * np.where(self.has_clip[current], self.clip_bonus[current], 0.0)
+            has_clip[going_on] |= self.has_clip[current]
+            dones[going_on] = self.terminated[current]
+            next_slots[going_on] = self.next_slot[current]
+            discounts[going_on] = step_discount * gamma
+        return rewards, dones, has_clip, clip_bonus, next_slots, discounts

@@ -2,14 +2,19 @@
 
 Rows where a clip is virtually continued (``valid == 0``) keep the batch rectangular; SMPO
 (METHOD §4) makes every statistic computed from this storage ignore them: GAE with
-``fast_sampler.smpo.masked_gae``, losses with ``masked_mean``.
+``fast_sampler.smpo.masked_gae``, and PPO forms its minibatches from valid entries only.
+
+Late labels (an advisor action for guided PPO, a CLIP bonus) are attached by the step id of the
+observation they were computed on (ARCHITECTURE §6), like the replay buffer's; an id the storage
+no longer holds (the rollout was consumed) is dropped, never written into a later rollout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from fast_sampler.smpo import masked_gae
@@ -33,6 +38,10 @@ class RolloutSamples(NamedTuple):
     """advantages + values, ``(M,)``; 0 on padding"""
     valid: torch.Tensor
     """1.0 for real transitions, 0.0 for FAST padding, ``(M,)``"""
+    has_advisor: torch.Tensor | None = None
+    """h ∈ {0, 1}: an advisor action is attached, ``(M,)`` (None: no labels were collected)"""
+    advisor_actions: torch.Tensor | None = None
+    """aᵛ, shaped like ``actions`` (float32, int64 for discrete); zeros where ``has_advisor`` is 0"""
 
     def index(self, idx: torch.Tensor) -> RolloutSamples:
         """The entries ``idx`` (a minibatch)."""
@@ -41,7 +50,7 @@ class RolloutSamples(NamedTuple):
             if isinstance(self.observations, dict)
             else self.observations[idx]
         )
-        return RolloutSamples(obs, *(field[idx] for field in self[1:]))
+        return RolloutSamples(obs, *(None if field is None else field[idx] for field in self[1:]))
 
 
 class RolloutStorage:
@@ -99,8 +108,11 @@ class RolloutStorage:
         )
         for name in names:
             setattr(self, name, torch.zeros(shape, device=self.device))
+        self.has_advisor = torch.zeros(shape, device=self.device)
+        self.advisor_actions = torch.zeros_like(self.actions)
+        self._discrete = discrete
+        self._slot_of_id: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.step = 0
-        self._entry_of_id: dict[tuple[int, int, int], tuple[int, int]] = {}
 
     def add(
         self,
@@ -113,15 +125,15 @@ class RolloutStorage:
         truncated: torch.Tensor,
         valid: torch.Tensor,
         final_values: torch.Tensor | None = None,
-        step_ids: Sequence[tuple[int, int, int]] | None = None,
+        step_ids: Sequence[tuple[int, int, int]] | np.ndarray | None = None,
     ) -> None:
         """Record lock-step ``self.step`` (all tensors have leading dimension N).
 
         Args:
             final_values: V of the final observation for clips that ended at this step (used
                 where ``truncated``, to bootstrap); ignored elsewhere.
-            step_ids: the run-unique ``(clip, episode, step)`` id of each row (−1 for padding),
-                so late labels find their entry with :meth:`attach_labels`.
+            step_ids: ``(N, 3)`` (clip, episode, step) ids of the observations, −1 for padding;
+                labels attached later by id land on these entries.
 
         Raises:
             ValueError: when the storage is already full.
@@ -144,44 +156,78 @@ class RolloutStorage:
         self.final_values[t] = 0.0 if final_values is None else final_values
         self.has_clip[t] = 0.0
         self.clip_bonus[t] = 0.0
-        for env, step_id in enumerate(step_ids or ()):
-            if step_id[0] >= 0:
-                self._entry_of_id[tuple(int(v) for v in step_id)] = (t, env)  # type: ignore[index]
+        self.has_advisor[t] = 0.0
+        self.advisor_actions[t] = 0
+        if step_ids is not None:
+            ids = np.asarray(step_ids, dtype=np.int64)
+            if ids.shape != (self.num_envs, 3):
+                raise ValueError(f"RolloutStorage.add: step_ids must have shape {(self.num_envs, 3)}, got {ids.shape}")
+            for env in np.flatnonzero((ids[:, 0] >= 0) & (torch.as_tensor(valid).cpu().numpy() != 0)):
+                self._slot_of_id[tuple(int(v) for v in ids[env])] = (t, int(env))  # type: ignore[index]
         self.step += 1
 
-    def attach_labels(
-        self, step_id: tuple[int, int, int], action: Any = None, clip_bonus: float | None = None
-    ) -> bool:
-        """Attach a late CLIP bonus to the entry of ``step_id`` (entries without one are masked).
-
-        Returns:
-            False when the entry is gone: its rollout was consumed (:meth:`reset`) before the
-            answer came (ARCHITECTURE §6 drops such answers). Advisor actions are not used by
-            PPO and are ignored.
-        """
-        entry = self._entry_of_id.get(tuple(int(v) for v in step_id))  # type: ignore[arg-type]
-        if entry is None:
-            return False
-        if clip_bonus is not None:
-            self.attach_clip_bonus(*entry, clip_bonus)
-        return True
-
     def attach_clip_bonus(self, step: int, env: int, clip_bonus: float) -> None:
-        """Add a CLIP bonus to entry ``(step, env)`` of the current rollout (prefer
-        :meth:`attach_labels`, which finds the entry by step id and refuses a stale one)."""
+        """Add a late CLIP bonus to entry ``(step, env)``; entries without one are masked."""
         self.clip_bonus[step, env] = clip_bonus
         self.has_clip[step, env] = 1.0
 
-    def reset(self) -> None:
-        self.step = 0
-        self._entry_of_id.clear()  # a late answer must not land on the next rollout's row
+    def attach_labels(
+        self,
+        step_id: tuple[int, int, int],
+        action: np.ndarray | float | int | None = None,
+        clip_bonus: float | None = None,
+    ) -> bool:
+        """Attach an advisor action and/or a CLIP bonus to the entry of ``step_id``'s observation.
 
-    def compute_returns(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> RolloutSamples:
+        Returns:
+            False when the id is not in this rollout (it came too late, or never was).
+
+        Raises:
+            ValueError: for a non-finite or wrongly shaped action or bonus (names which).
+        """
+        entry = self._slot_of_id.get(tuple(int(v) for v in step_id))  # type: ignore[arg-type]
+        if entry is None:
+            return False
+        t, env = entry
+        if action is not None:
+            self.advisor_actions[t, env] = self._advisor_action(action)
+            self.has_advisor[t, env] = 1.0
+        if clip_bonus is not None:
+            if not np.isfinite(clip_bonus):
+                raise ValueError(f"attach_labels: clip_bonus must be finite, got {clip_bonus!r}")
+            self.attach_clip_bonus(t, env, float(clip_bonus))
+        return True
+
+    def _advisor_action(self, action: np.ndarray | float | int) -> torch.Tensor:
+        """``action`` checked against the action layout (finite; an integer index if discrete)."""
+        expected = tuple(self.actions.shape[2:])
+        array = np.asarray(action, dtype=np.float64)
+        what = "one integer action index" if self._discrete else f"{expected[0]} finite floats"
+        if array.size != int(np.prod(expected)) or not np.all(np.isfinite(array)):
+            raise ValueError(f"attach_labels: action must be {what}, got {action!r}")
+        if self._discrete and not float(array.reshape(-1)[0]).is_integer():
+            raise ValueError(f"attach_labels: action must be {what}, got {action!r}")
+        return torch.as_tensor(array.reshape(expected), dtype=self.actions.dtype, device=self.device)
+
+    def reset(self) -> None:
+        """Start a new rollout; ids of the old one are forgotten, so their late labels are dropped."""
+        self.step = 0
+        self._slot_of_id.clear()
+
+    def compute_returns(
+        self,
+        last_values: torch.Tensor,
+        gamma: float,
+        gae_lambda: float,
+        clip_bonus: bool = True,
+    ) -> RolloutSamples:
         """Masked GAE over the full rollout, flattened to ``T·N`` entries.
 
         Args:
             last_values: V(o_T) of each clip's current observation, ``(N,)`` (bootstrap after
                 the last row).
+            clip_bonus: add attached CLIP bonuses to the learner's reward. ``PPO.compute_returns``
+                passes whether its config switches the bonus on; call that one.
 
         Raises:
             ValueError: if the rollout is not full.
@@ -191,7 +237,9 @@ class RolloutStorage:
         ended = (self.terminated + self.truncated) > 0
         next_values = torch.cat([self.values[1:], last_values.reshape(1, -1)], dim=0)
         next_values = torch.where(ended, self.final_values, next_values)
-        rewards = self.rewards + self.has_clip * self.clip_bonus  # learner's reward only (METHOD §3)
+        rewards = self.rewards
+        if clip_bonus:  # the learner's reward only (METHOD §3); missing bonuses are masked
+            rewards = rewards + torch.where(self.has_clip > 0, self.clip_bonus, torch.zeros_like(self.clip_bonus))
         advantages, returns = masked_gae(
             rewards,
             self.values,
@@ -215,4 +263,6 @@ class RolloutStorage:
             advantages=advantages.reshape(flat),
             returns=returns.reshape(flat),
             valid=self.valid.reshape(flat),
+            has_advisor=self.has_advisor.reshape(flat),
+            advisor_actions=self.advisor_actions.reshape(flat, *self.actions.shape[2:]),
         )

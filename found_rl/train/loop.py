@@ -431,9 +431,8 @@ class Trainer:
         """A full rollout: masked GAE (padding never read), then SMPO-masked PPO epochs."""
         if self.rollout.step < self.rollout.num_steps:
             return
-        cfg = self.config.learner
         with self.timers.measure("updates"):
-            samples = self.rollout.compute_returns(self.learner.value(self._last_next_obs), cfg.gamma, 0.95)
+            samples = self.learner.compute_returns(self.rollout, self.learner.value(self._last_next_obs))
             logs = self.learner.update(samples, self.counters.env_steps)
             self.rollout.reset()
         self.counters.updates += 1

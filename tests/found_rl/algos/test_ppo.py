@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from found_rl.algos.ppo import LOSS_TAGS, PPO, PpoConfig, ppo_losses
+from found_rl.algos.ppo import ADVISOR_BC_TAGS, LOSS_TAGS, PPO, PpoConfig, ppo_losses
 from found_rl.models.encoders import NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.models.ppo_nets import ActionKind
@@ -240,3 +240,228 @@ def test_an_all_padding_minibatch_gives_zero_losses_and_zero_gradients(kind):
         assert getattr(losses, name).item() == 0.0, name
     for parameter in ppo.agent.parameters():
         assert parameter.grad is None or torch.count_nonzero(parameter.grad) == 0
+
+
+# ---------------------------------------------------------------- update() under FAST padding
+
+
+def fast_rollout(kind: ActionKind, agent, pad_value: float, seed: int = 0) -> RolloutSamples:
+    """A flattened (T=4, N=4) rollout: 11 valid entries (not a multiple of the minibatch count)
+    and 5 padding entries that hold ``pad_value`` everywhere (observation, action, old
+    log-prob, value, advantage, return)."""
+    gen = torch.Generator().manual_seed(seed)
+    size = 16
+    valid = torch.ones(size)
+    valid[[3, 7, 8, 12, 15]] = 0.0
+    obs = torch.randn(size, 4, generator=gen)
+    with torch.no_grad():
+        actions, log_probs, _, values = agent.get_action_and_value(obs)
+    padding = valid == 0
+    obs[padding] = pad_value
+    actions = actions.clone()
+    if actions.dtype.is_floating_point:
+        actions[padding] = pad_value
+    return RolloutSamples(
+        observations=obs,
+        actions=actions,
+        log_probs=torch.where(padding, torch.full_like(log_probs, pad_value), log_probs + 0.05),
+        values=torch.where(padding, torch.full_like(values, pad_value), values),
+        advantages=torch.where(padding, torch.tensor(pad_value), torch.randn(size, generator=gen)),
+        returns=torch.where(padding, torch.tensor(pad_value), torch.randn(size, generator=gen)),
+        valid=valid,
+    )
+
+
+def without_padding(rollout: RolloutSamples) -> RolloutSamples:
+    kept = rollout.index(torch.nonzero(rollout.valid).squeeze(-1))
+    return kept._replace(valid=torch.ones_like(kept.valid))
+
+
+def trained_parameters(kind: ActionKind, rollout_of, updates: int = 2) -> list[torch.Tensor]:
+    """Parameters after ``updates`` calls of ``PPO.update`` (3 epochs × 3 minibatches each)."""
+    torch.manual_seed(0)
+    config = PpoConfig(network=SMALL, ent_coef=0.01, update_epochs=3, num_minibatches=3, learning_rate=1e-2)
+    ppo = PPO(VECTOR, kind, 3 if kind is ActionKind.CATEGORICAL else 2, config, seed=7)
+    for step in range(updates):
+        ppo.update(rollout_of(ppo.agent, step), global_step=16 * (step + 1))
+    return [p.detach().clone() for p in ppo.agent.parameters()]
+
+
+@pytest.mark.parametrize("kind", [ActionKind.CATEGORICAL, ActionKind.BETA, ActionKind.GAUSSIAN])
+@pytest.mark.parametrize("pad_value", [1e3, float("nan")])
+def test_update_on_a_padded_rollout_gives_the_unpadded_parameters(kind, pad_value):
+    padded = trained_parameters(kind, lambda agent, step: fast_rollout(kind, agent, pad_value, seed=step))
+    plain = trained_parameters(kind, lambda agent, step: without_padding(fast_rollout(kind, agent, 0.0, seed=step)))
+    for got, expected in zip(padded, plain):
+        assert torch.isfinite(got).all()
+        assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_minibatches_use_every_valid_entry_once_per_epoch_and_never_padding():
+    ppo = PPO(VECTOR, "gaussian", 2, PpoConfig(network=SMALL, num_minibatches=3))
+    valid = torch.ones(16)
+    valid[[3, 7, 8, 12, 15]] = 0.0
+    parts = ppo.minibatch_indices(valid)
+    assert sorted(len(part) for part in parts) == [3, 4, 4]
+    drawn = torch.cat(parts).sort().values
+    assert torch.equal(drawn, torch.nonzero(valid).squeeze(-1))
+    few = ppo.minibatch_indices(torch.tensor([0.0, 1.0, 0.0, 1.0]))  # fewer valid entries than minibatches
+    assert sorted(torch.cat(few).tolist()) == [1, 3] and all(len(part) == 1 for part in few)
+
+
+def test_an_all_padding_rollout_is_refused():
+    ppo = PPO(VECTOR, "gaussian", 2, PpoConfig(network=SMALL))
+    rollout = fast_rollout(ActionKind.GAUSSIAN, ppo.agent, 0.0)._replace(valid=torch.zeros(16))
+    before = [p.detach().clone() for p in ppo.agent.parameters()]
+    with pytest.raises(ValueError, match="no valid transition"):
+        ppo.update(rollout, global_step=16)
+    assert all(torch.equal(a, b) for a, b in zip(before, ppo.agent.parameters()))
+
+
+# ---------------------------------------------------------------- guidance
+
+
+def labelled_storage(bonus: float = 0.5) -> RolloutStorage:
+    """Two lock-steps of one clip that terminate at once (return = reward), with step ids."""
+    storage = RolloutStorage(2, 1, VECTOR, (), discrete=True)
+    for step in range(2):
+        storage.add(
+            torch.zeros(1, 4),
+            torch.zeros(1, dtype=torch.int64),
+            torch.zeros(1),
+            torch.zeros(1),
+            torch.ones(1),
+            torch.ones(1, dtype=torch.bool),
+            torch.zeros(1, dtype=torch.bool),
+            torch.ones(1),
+            step_ids=[(0, step, 0)],
+        )
+    assert storage.attach_labels((0, 1, 0), action=2, clip_bonus=bonus)
+    return storage
+
+
+@pytest.mark.parametrize(("guidance", "second_return"), [((), 1.0), (("clip_bonus",), 1.5)])
+def test_the_clip_bonus_enters_the_returns_only_when_the_config_lists_it(guidance, second_return):
+    ppo = PPO(VECTOR, "categorical", 3, PpoConfig(network=SMALL, guidance=guidance))
+    rollout = ppo.compute_returns(labelled_storage(), torch.zeros(1))
+    assert rollout.returns.tolist() == pytest.approx([1.0, second_return])
+    assert rollout.has_advisor.tolist() == [0.0, 1.0] and rollout.advisor_actions.tolist() == [0, 2]
+
+
+def test_advisor_bc_coefficient_decays_linearly_between_its_steps():
+    config = PpoConfig(
+        network=SMALL,
+        guidance=("advisor_bc",),
+        advisor_bc_coef=0.2,
+        advisor_bc_decay_start_steps=100,
+        advisor_bc_decay_end_steps=300,
+    )
+    ppo = PPO(VECTOR, "gaussian", 2, config)
+    coefficients = [ppo.advisor_bc_coefficient(t) for t in (0, 100, 200, 300, 10_000)]
+    assert coefficients == pytest.approx([0.2, 0.2, 0.1, 0.0, 0.0])
+
+
+def test_advisor_bc_gate_and_loss_match_hand_computation():
+    from found_rl.algos.guidance import advisor_bc_gate, advisor_bc_loss
+
+    has_advisor = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0])
+    advantages = torch.tensor([-0.5, 0.7, -0.1, -2.0, -0.3])
+    differs = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0])  # the last one executed the advisor's own action
+    gate = advisor_bc_gate(has_advisor, advantages, differs)
+    assert gate.tolist() == [1.0, 0.0, 1.0, 0.0, 0.0]
+    assert advisor_bc_gate(has_advisor, advantages, differs, negative_advantage_only=False).tolist() == [
+        1.0,
+        1.0,
+        1.0,
+        0.0,
+        1.0,
+    ]
+    log_probs = torch.tensor([-1.0, -9.0, -3.0, float("nan"), -5.0])
+    assert advisor_bc_loss(torch.where(gate > 0, log_probs, 0.0), gate).item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="per sample"):
+        advisor_bc_loss(torch.zeros(5, 2), gate)
+
+
+def guided_rollout(agent, advantage_sign: float) -> RolloutSamples:
+    """Eight valid entries, every one labelled with advisor action 2 ≠ the executed action 0."""
+    gen = torch.Generator().manual_seed(3)
+    obs = torch.randn(8, 4, generator=gen)
+    actions = torch.zeros(8, dtype=torch.int64)
+    with torch.no_grad():
+        _, log_probs, _, values = agent.get_action_and_value(obs, actions)
+    return RolloutSamples(
+        observations=obs,
+        actions=actions,
+        log_probs=log_probs,
+        values=values,
+        advantages=advantage_sign * (0.5 + torch.rand(8, generator=gen)),
+        returns=values,
+        valid=torch.ones(8),
+        has_advisor=torch.ones(8),
+        advisor_actions=torch.full((8,), 2, dtype=torch.int64),
+    )
+
+
+def advisor_log_prob_after_update(guidance: tuple[str, ...], advantage_sign: float, step: int = 0):
+    torch.manual_seed(0)
+    config = PpoConfig(
+        network=SMALL,
+        guidance=guidance,
+        advisor_bc_coef=1.0,
+        update_epochs=4,
+        num_minibatches=2,
+        anneal_lr=False,
+        learning_rate=1e-2,
+    )
+    ppo = PPO(VECTOR, "categorical", 3, config)
+    rollout = guided_rollout(ppo.agent, advantage_sign)
+    logs = ppo.update(rollout, global_step=step)
+    with torch.no_grad():
+        _, log_probs, _, _ = ppo.agent.get_action_and_value(rollout.observations, rollout.advisor_actions)
+    return log_probs.mean().item(), logs, [p.detach().clone() for p in ppo.agent.parameters()]
+
+
+def test_advisor_bc_raises_the_advisor_likelihood_where_the_executed_action_did_badly():
+    guided, logs, _ = advisor_log_prob_after_update(("advisor_bc",), advantage_sign=-1.0)
+    plain, _, _ = advisor_log_prob_after_update((), advantage_sign=-1.0)
+    assert guided > plain + 0.05
+    assert logs["guidance/advisor_bc_gate_fraction"] == 1.0 and logs["guidance/advisor_bc_coef"] == 1.0
+    assert logs["guidance/label_coverage"] == 1.0
+
+
+@pytest.mark.parametrize(("advantage_sign", "step"), [(1.0, 0), (-1.0, 300_000)])
+def test_a_closed_gate_or_a_spent_schedule_leaves_the_update_unchanged(advantage_sign, step):
+    _, logs, guided = advisor_log_prob_after_update(("advisor_bc",), advantage_sign, step)
+    _, _, plain = advisor_log_prob_after_update((), advantage_sign, step)
+    for got, expected in zip(guided, plain):
+        assert torch.allclose(got, expected, rtol=1e-6, atol=1e-7)
+    assert set(ADVISOR_BC_TAGS) <= set(logs)
+
+
+def test_storage_drops_labels_for_ids_it_does_not_hold_and_checks_actions():
+    storage = labelled_storage()
+    assert not storage.attach_labels((0, 5, 0), action=1)
+    with pytest.raises(ValueError, match="integer action index"):
+        storage.attach_labels((0, 0, 0), action=1.5)
+    with pytest.raises(ValueError, match="clip_bonus"):
+        storage.attach_labels((0, 0, 0), clip_bonus=float("nan"))
+    storage.reset()
+    assert not storage.attach_labels((0, 1, 0), action=1)  # a label for the consumed rollout
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        ({"guidance": ("vmr",)}, ["'vmr'", "ppo", "Q-learning critic"]),
+        ({"guidance": ("awag",)}, ["'awag'", "ppo", "advisor_bc"]),
+        ({"advisor_bc_decay_start_steps": 10, "advisor_bc_decay_end_steps": 5}, ["advisor_bc_decay_end_steps"]),
+        ({"advisor_bc_coef": float("nan")}, ["advisor_bc_coef", "finite"]),
+        ({"vf_coef": float("inf")}, ["vf_coef", "finite"]),
+        ({"advisor_bc_filter": "sometimes"}, ["advisor_bc_filter"]),
+    ],
+)
+def test_guidance_and_schedule_errors_name_the_field(overrides, words):
+    with pytest.raises(ValueError) as error:
+        PpoConfig(**overrides)
+    for word in words:
+        assert word in str(error.value)

@@ -265,3 +265,72 @@ def test_a_dead_workers_lost_step_ends_the_clips_chain():
     buffer.add(vec(50), np.zeros((1, 1)), np.zeros(1), vec(51), no, no, step_ids=[(0, 1, 0)])
     # Transition 0 → 1 keeps bootstrapping from o_1 (cut, not terminal); the new episode is stored.
     assert all_transitions(buffer) == {0.0: (1.0, 0.0), 50.0: (51.0, 0.0)}
+
+
+def n_step_view(buffer: ReplayBuffer, n_step: int, gamma: float):
+    """{o_t: (n-step reward, o_{t+k}, done, discount, has_clip, clip bonus sum)} over every stored transition."""
+    batch = buffer.sample(2048, np.random.default_rng(1), n_step=n_step, gamma=gamma)
+    return {
+        float(o[0]): (float(r), float(n[0]), float(d), float(g), float(hc), float(b))
+        for o, r, n, d, g, hc, b in zip(
+            batch.observations,
+            batch.rewards,
+            batch.next_observations,
+            batch.dones,
+            batch.discounts,
+            batch.has_clip,
+            batch.clip_bonus,
+        )
+    }
+
+
+def test_n_step_returns_stop_at_termination_and_truncation():
+    buffer = ReplayBuffer(64, VECTOR, 1)
+    fill_episode(buffer, 0, 4, "terminated")  # rewards 0, 1, 2, 3; terminates after o = 3
+    fill_episode(buffer, 1, 3, "truncated")  # rewards 0, 1, 2; truncated after o = 102
+    g = 0.5
+    view = n_step_view(buffer, n_step=3, gamma=g)
+    # o=0: r0 + g r1 + g² r2 = 0 + 0.5 + 0.5, bootstrap from o=3 with g³.
+    assert view[0.0][:4] == pytest.approx((1.0, 3.0, 0.0, g**3))
+    # o=1: 1 + 0.5·2 + 0.25·3 = 2.75, and the episode terminated inside the window.
+    assert view[1.0][:4] == pytest.approx((2.75, 4.0, 1.0, g**3))
+    # o=2: 2 + 0.5·3, terminated after two steps.
+    assert view[2.0][:4] == pytest.approx((3.5, 4.0, 1.0, g**2))
+    assert view[3.0][:4] == pytest.approx((3.0, 4.0, 1.0, g))
+    # truncation: the window ends at the final observation, bootstrapped (not done).
+    assert view[101.0][:4] == pytest.approx((1.0 + g * 2.0, 103.0, 0.0, g**2))
+    assert view[102.0][:4] == pytest.approx((2.0, 103.0, 0.0, g))
+    # a 1-step sample keeps the old contract: no discounts.
+    assert buffer.sample(4, np.random.default_rng(0)).discounts is None
+
+
+def test_n_step_window_stops_at_the_newest_transition_and_sums_clip_bonuses():
+    buffer = ReplayBuffer(64, VECTOR, 1)
+    fill_episode(buffer, 0, 3, "running")  # no end yet: o = 3 is pending
+    assert buffer.attach_labels((0, 0, 1), clip_bonus=0.4)
+    assert buffer.attach_labels((0, 0, 0), action=np.array([0.3]))
+    view = n_step_view(buffer, n_step=5, gamma=0.5)
+    assert view[0.0] == pytest.approx((0.0 + 0.5 * 1.0 + 0.25 * 2.0, 3.0, 0.0, 0.125, 1.0, 0.5 * 0.4))
+    assert view[2.0] == pytest.approx((2.0, 3.0, 0.0, 0.5, 0.0, 0.0))
+    batch = buffer.sample(64, np.random.default_rng(0), n_step=5, gamma=0.5)
+    first = batch.observations[:, 0] == 0.0
+    assert batch.has_advisor[first].tolist() == [1.0] * int(first.sum())  # labels are o_t's own
+
+
+def test_n_step_window_never_crosses_into_the_next_episode_after_the_ring_wraps():
+    buffer = ReplayBuffer(12, VECTOR, 1)
+    for episode in range(6):
+        fill_episode(buffer, episode, 3, "truncated")
+    view = n_step_view(buffer, n_step=3, gamma=1.0)
+    for obs, (_, next_obs, _, _, _, _) in view.items():
+        assert int(next_obs) // 100 == int(obs) // 100  # same episode
+        assert next_obs <= (int(obs) // 100) * 100 + 3
+
+
+def test_n_step_sampling_refuses_a_missing_gamma():
+    buffer = ReplayBuffer(16, VECTOR, 1)
+    fill_episode(buffer, 0, 3, "terminated")
+    with pytest.raises(ValueError, match="gamma"):
+        buffer.sample(4, np.random.default_rng(0), n_step=3)
+    with pytest.raises(ValueError, match="n_step"):
+        buffer.sample(4, np.random.default_rng(0), n_step=0)

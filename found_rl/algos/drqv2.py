@@ -1,0 +1,415 @@
+"""DrQ-v2 with VMR, AWAG and the CLIP reward bonus: Found-RL's main learner.
+
+DrQ-v2: Yarats et al. 2021, "Mastering Visual Continuous Control: Improved Data-Augmented
+Reinforcement Learning" (facebookresearch/drqv2). A deterministic actor μ(s) explores with a
+scheduled std σ(t) (clipped noise inside the losses), the twin critics learn from n-step
+returns, and the encoder is shared and trained by the critic only, on randomly shifted (or,
+as Found-RL does, ±10° rotated) BEVs. Guidance (METHOD §1–3): VMR on both critics, AWAG with
+the DrQ-v2 coefficient schedule and the TD3+BC-normalised Q term, the CLIP bonus on the TD
+reward. Interface and contracts are SAC's (``found_rl/algos/sac.py``): the same storage with
+per-sample label masks (sampled with ``n_step``), ``update`` returns logged floats keyed by
+TensorBoard tag, ``state_dict`` resumes training exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from found_rl.algos.augment import augment_observation
+from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
+from found_rl.algos.guidance import (
+    GuidanceTerm,
+    VmrForm,
+    awag_loss,
+    awag_weights,
+    clip_bonus_rewards,
+    normalized_q_term,
+    vmr_loss,
+)
+from found_rl.algos.numerics import ensure_finite
+from found_rl.algos.sac import AWAG_SCHEDULES, AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
+from found_rl.algos.schedules import drqv2_cosine, linear_decay, vmr_coefficient
+from found_rl.models.drqv2_nets import DETERMINISTIC, DeterministicActor, clipped_noise, straight_through_clamp
+from found_rl.models.encoders import NetworkConfig, make_encoder
+from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
+from found_rl.models.policy import DrivingPolicy, PolicySpec
+from found_rl.models.sac_nets import TwinQCritic
+from found_rl.storage.replay import ReplaySamples
+
+DRQV2_GUIDANCE = (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)
+
+# Logged tags (renaming one is a breaking change; tests check the set). Critic, label and
+# guidance tags are SAC's; DrQ-v2 updates its actor on every call, so these come every time.
+ACTOR_TAGS = ("losses/actor_loss", "losses/actor_q", "losses/std")
+__all__ = [
+    "ACTOR_TAGS",
+    "AWAG_TAGS",
+    "CLIP_TAGS",
+    "CRITIC_TAGS",
+    "LABEL_TAGS",
+    "VMR_TAGS",
+    "DrQV2",
+    "DrQV2Config",
+    "gaussian_log_prob",
+]
+
+
+@dataclass(frozen=True)
+class DrQV2Config:
+    """DrQ-v2 hyper-parameters (paper defaults unless noted) and guidance settings (METHOD defaults)."""
+
+    gamma: float = 0.99
+    """discount factor γ"""
+    n_step: int = 3
+    """n of the n-step TD target; sample batches with ``ReplayBuffer.sample(..., n_step, gamma)``"""
+    tau: float = 0.01
+    """Polyak coefficient of the target critics (every update)"""
+    batch_size: int = 256
+    """transitions per gradient step"""
+    update_every_steps: int = 2
+    """the driver calls ``update`` once every this many env steps (the paper: 2); read by the
+    driver, not by the learner"""
+    actor_lr: float = 1e-4
+    """actor learning rate"""
+    critic_lr: float = 1e-4
+    """critic (and encoder) learning rate"""
+    std_init: float = 1.0
+    """exploration std σ at env step std_decay_start_steps"""
+    std_final: float = 0.1
+    """σ from env step std_decay_end_steps on"""
+    std_decay_start_steps: int = 0
+    """σ(t) = std_init up to this env step"""
+    std_decay_end_steps: int = 500_000
+    """σ(t) is linear from std_init to std_final between the two steps (the paper's 'linear(1.0, 0.1, 500000)')"""
+    std_clip: float = 0.3
+    """noise inside the losses is clipped to ±std_clip (target smoothing and the actor's sample)"""
+    max_grad_norm: float = 1.0
+    """clip gradient norms of actor and critic to this (Found-RL: 1.0; the paper: no clipping = 0)"""
+    drq_pad_px: int = 4
+    """random shift of the BEV by up to this many px (0 = off; vector observations are never augmented)"""
+    drq_rotate_deg: float = 0.0
+    """random rotation of the BEV by up to this many degrees (Found-RL: 10); with a shift too, each
+    update picks one of the two at random"""
+    guidance: tuple[str, ...] = ()
+    """guidance terms to switch on: 'vmr', 'awag', 'clip_bonus'"""
+    vmr_margin: float = 2.0
+    """VMR margin m"""
+    vmr_form: str = "squared"
+    """VMR penalty: 'squared' (published), 'hinge' or 'softplus'"""
+    vmr_decay_start_steps: int = 50_000
+    """λ(t) = 1 up to this env step"""
+    vmr_decay_end_steps: int = 150_000
+    """λ(t) reaches 0 at this env step"""
+    awag_beta: float = 2.0
+    """AWAG advantage temperature β"""
+    awag_max_weight: float = 20.0
+    """AWAG weight cap w_max"""
+    awag_coef: float = 0.03
+    """AWAG coefficient c (the peak of the cosine schedule)"""
+    awag_schedule: str = "drqv2_cosine"
+    """c(t): 'drqv2_cosine' (c·½(1+cos(π·min(t/awag_horizon_steps,1)^0.7))) or 'constant'"""
+    awag_horizon_steps: int = 300_000
+    """env steps until the cosine AWAG schedule reaches 0"""
+    awag_action_eps: float = 1e-6
+    """advisor actions are clipped to ±(1 − ε) (as Found-RL's DrQ-v2)"""
+    awag_q_alpha: float = 2.5
+    """with AWAG on, the actor's Q term is −(α / mean|Q₁|)·mean min_k Q_k (TD3+BC)"""
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    """encoder and head widths"""
+
+    def __post_init__(self) -> None:
+        rules = (
+            ("gamma", 0.0 <= self.gamma <= 1.0, "in [0, 1]"),
+            ("n_step", self.n_step >= 1, ">= 1"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("update_every_steps", self.update_every_steps >= 1, ">= 1"),
+            ("actor_lr", self.actor_lr > 0, "> 0"),
+            ("critic_lr", self.critic_lr > 0, "> 0"),
+            ("std_init", self.std_init > 0, "> 0"),
+            ("std_final", self.std_final > 0, "> 0"),
+            ("std_clip", self.std_clip > 0, "> 0"),
+            ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
+            ("drq_pad_px", self.drq_pad_px >= 0, ">= 0"),
+            ("drq_rotate_deg", 0 <= self.drq_rotate_deg <= 180, "in [0, 180]"),
+            ("vmr_margin", self.vmr_margin >= 0, ">= 0"),
+            ("awag_beta", self.awag_beta > 0, "> 0"),
+            ("awag_max_weight", self.awag_max_weight >= 1, ">= 1"),
+            ("awag_coef", self.awag_coef >= 0, ">= 0"),
+            ("awag_horizon_steps", self.awag_horizon_steps > 0, "> 0"),
+            ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
+            ("awag_q_alpha", self.awag_q_alpha > 0, "> 0"),
+            ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+        )
+        check_finite_floats(self)
+        check_rules(self, rules)
+        check_schedule(self, "std_decay_start_steps", "std_decay_end_steps")
+        check_schedule(self, "vmr_decay_start_steps", "vmr_decay_end_steps")
+        if self.vmr_form not in {form.value for form in VmrForm}:
+            allowed = ", ".join(form.value for form in VmrForm)
+            raise ValueError(f"DrQV2Config.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
+        check_guidance(self, "drqv2", DRQV2_GUIDANCE)
+
+    @property
+    def terms(self) -> frozenset[GuidanceTerm]:
+        return frozenset(GuidanceTerm(name) for name in self.guidance)
+
+
+def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, std: float) -> torch.Tensor:
+    """Σ_d log N(a_d; μ_d, σ²), ``(B,)``: the DrQ-v2 policy's log-density with its scheduled σ.
+
+    As Found-RL's DrQ-v2, the plain normal density (no truncation or tanh correction), so
+    −log π(aᵛ|s) = ‖aᵛ − μ‖² / (2σ²) + const: AWAG is a weighted squared error scaled by 1/σ².
+    """
+    dims = actions.shape[-1]
+    return -((actions - mean) ** 2).sum(-1) / (2.0 * std**2) - dims * (math.log(std) + 0.5 * math.log(2.0 * math.pi))
+
+
+class DrQV2:
+    """DrQ-v2 learner: networks, optimisers and ``update`` (same shape as ``SAC``).
+
+    Args:
+        obs_spec: observation layout.
+        action_dim: A; actions live in [-1, 1]^A.
+        config: hyper-parameters.
+        device: where the networks live.
+        seed: seeds the generator of every random draw the learner makes (exploration noise,
+            target smoothing, the actor's sample, augmentation), so a resumed run continues the
+            same stream.
+    """
+
+    def __init__(
+        self,
+        obs_spec: ObsSpec,
+        action_dim: int,
+        config: DrQV2Config = DrQV2Config(),
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ):
+        self.config, self.obs_spec, self.action_dim = config, obs_spec, action_dim
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+        encoder = make_encoder(obs_spec, config.network.encoder)
+        # The critic owns and trains the encoder; the actor reads its features detached.
+        self.qf = TwinQCritic(encoder, action_dim, config.network.critic_hidden).to(self.device)
+        self.actor = DeterministicActor(encoder, action_dim, config.network.actor_hidden).to(self.device)
+        # Target heads only: as in DrQ-v2 the target reads the online encoder's features.
+        self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
+        self.actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
+        self.q_optimizer = torch.optim.Adam(self.qf.parameters(), lr=config.critic_lr)
+        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.actor_lr)
+        self.num_updates = 0
+        self.last_global_step = 0
+        self._set_std(self.std(0))
+
+    # ------------------------------------------------------------------ schedules
+    def std(self, global_step: int) -> float:
+        """σ(t): std_init until the decay starts, linear to std_final at its end, std_final after."""
+        cfg = self.config
+        return linear_decay(
+            global_step, cfg.std_decay_start_steps, cfg.std_decay_end_steps, cfg.std_init, cfg.std_final
+        )
+
+    def awag_coefficient(self, global_step: int) -> float:
+        """c(t) of METHOD §2 (DrQ-v2 default: the cosine schedule peaking at 0.03)."""
+        cfg = self.config
+        if cfg.awag_schedule == "constant":
+            return cfg.awag_coef
+        return drqv2_cosine(global_step, peak=cfg.awag_coef, horizon_steps=cfg.awag_horizon_steps)
+
+    def _set_std(self, std: float) -> None:
+        self.actor.exploration_std.fill_(std)
+
+    def _noise(self, like: torch.Tensor, std: float, clip: float | None) -> torch.Tensor:
+        return clipped_noise(like.shape, std, clip, self.generator, like.device)
+
+    # ------------------------------------------------------------------ acting
+    @property
+    def policy_spec(self) -> PolicySpec:
+        return PolicySpec("drqv2", self.obs_spec, self.action_dim, self.config.network, DETERMINISTIC)
+
+    def policy(self) -> DrivingPolicy:
+        """The current actor as a stand-alone policy (a copy; explores with the current σ)."""
+        return DrivingPolicy(self.policy_spec, copy.deepcopy(self.actor), self.device)
+
+    def act(self, obs: NumpyObs, deterministic: bool = False, global_step: int | None = None) -> np.ndarray:
+        """Actions ``(B, A)``: μ(s), or clamp(μ(s) + σ(t)·ε, −1, 1) while collecting.
+
+        Args:
+            global_step: env steps so far, for σ(t); defaults to the step of the last update.
+        """
+        tensor_obs, _ = obs_to_tensor(obs, self.obs_spec, self.device)
+        with torch.no_grad():
+            mean = self.actor(tensor_obs)
+            if deterministic:
+                return mean.cpu().numpy()
+            std = self.std(self.last_global_step if global_step is None else global_step)
+            return (mean + self._noise(mean, std, None)).clamp(-1.0, 1.0).cpu().numpy()
+
+    # ------------------------------------------------------------------ learning
+    def _step(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[nn.Parameter]) -> None:
+        optimizer.zero_grad()
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        optimizer.step()
+
+    def _discounts(self, batch: ReplaySamples) -> torch.Tensor:
+        cfg = self.config
+        if batch.discounts is not None:
+            return batch.discounts
+        if cfg.n_step > 1:
+            raise ValueError(
+                f"DrQV2.update: config.n_step={cfg.n_step} but the batch holds 1-step returns; sample it with "
+                f"ReplayBuffer.sample(batch_size, rng, n_step={cfg.n_step}, gamma={cfg.gamma})"
+            )
+        return torch.full_like(batch.rewards, cfg.gamma)
+
+    def update(self, batch: ReplaySamples, global_step: int) -> dict[str, float]:
+        """One critic step, one actor step, a target update.
+
+        Args:
+            batch: sampled n-step transitions with label masks.
+            global_step: env steps so far (all clips); drives σ(t) and the guidance schedules.
+
+        Returns:
+            Logged floats keyed by TensorBoard tag.
+
+        Raises:
+            ValueError: if ``n_step > 1`` and the batch holds 1-step returns.
+            FloatingPointError: naming the first non-finite loss term.
+        """
+        cfg, terms = self.config, self.config.terms
+        std = self.std(global_step)
+        self.last_global_step = global_step
+        self._set_std(std)
+        discounts = self._discounts(batch)
+        obs = augment_observation(batch.observations, cfg.drq_pad_px, cfg.drq_rotate_deg, self.generator)
+        next_obs = augment_observation(batch.next_observations, cfg.drq_pad_px, cfg.drq_rotate_deg, self.generator)
+        logs: dict[str, float] = {
+            "guidance/label_coverage": batch.has_advisor.mean().item(),
+            "guidance/clip_coverage": batch.has_clip.mean().item(),
+        }
+        rewards = batch.rewards
+        if GuidanceTerm.CLIP_BONUS in terms:  # the learner's reward only (METHOD §3)
+            rewards = clip_bonus_rewards(rewards, batch.clip_bonus, batch.has_clip)
+            logs["guidance/clip_bonus_mean"] = (rewards - batch.rewards).mean().item()
+
+        # ---- critic: n-step TD target with clipped target-policy noise, TD losses, VMR (METHOD §1)
+        with torch.no_grad():
+            next_features = self.qf.encoder(next_obs)
+            next_mean = self.actor.mean_from_features(next_features)
+            next_actions = (next_mean + self._noise(next_mean, std, cfg.std_clip)).clamp(-1.0, 1.0)
+            target_q1, target_q2 = self.qf_target.q_values(next_features, next_actions)
+            target_q = rewards + (1.0 - batch.dones) * discounts * torch.min(target_q1, target_q2)
+
+        features = self.qf.encoder(obs)
+        qf1_a_values, qf2_a_values = self.qf.q_values(features, batch.actions)
+        qf1_loss = F.mse_loss(qf1_a_values, target_q)
+        qf2_loss = F.mse_loss(qf2_a_values, target_q)
+        qf_loss = qf1_loss + qf2_loss
+        checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
+        if GuidanceTerm.VMR in terms:
+            vmr_coef = vmr_coefficient(global_step, cfg.vmr_decay_start_steps, cfg.vmr_decay_end_steps)
+            qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
+            vmr = vmr_loss(qf1_advisor, qf1_a_values, batch.has_advisor, cfg.vmr_margin, cfg.vmr_form) + vmr_loss(
+                qf2_advisor, qf2_a_values, batch.has_advisor, cfg.vmr_margin, cfg.vmr_form
+            )
+            qf_loss = qf_loss + vmr_coef * vmr
+            checked["guidance/vmr_loss"] = vmr
+            logs.update({"guidance/vmr_loss": vmr.item(), "guidance/vmr_coef": vmr_coef})
+        ensure_finite(checked, global_step)
+        self._step(self.q_optimizer, qf_loss, list(self.qf.parameters()))
+        logs.update(
+            {
+                "losses/qf1_values": qf1_a_values.mean().item(),
+                "losses/qf2_values": qf2_a_values.mean().item(),
+                "losses/qf1_loss": qf1_loss.item(),
+                "losses/qf2_loss": qf2_loss.item(),
+                "losses/qf_loss": qf_loss.item() / 2.0,
+            }
+        )
+
+        # ---- actor on detached features (+ AWAG, METHOD §2)
+        logs.update(self._actor_step(features.detach(), batch, std, global_step))
+
+        # ---- target critics
+        with torch.no_grad():
+            for param, target_param in zip(self.qf.parameters(), self.qf_target.parameters()):
+                target_param.lerp_(param, cfg.tau)
+        self.num_updates += 1
+        return logs
+
+    def _actor_step(
+        self, features: torch.Tensor, batch: ReplaySamples, std: float, global_step: int
+    ) -> dict[str, float]:
+        cfg = self.config
+        self.qf.requires_grad_(False)  # the actor loss needs dQ/da only
+        mean = self.actor.mean_from_features(features)
+        actions = straight_through_clamp(mean + self._noise(mean, std, cfg.std_clip))
+        qf1_pi, qf2_pi = self.qf.q_values(features, actions)
+        min_q_pi = torch.min(qf1_pi, qf2_pi)
+        logs: dict[str, float] = {}
+        if GuidanceTerm.AWAG in cfg.terms:
+            actor_loss = normalized_q_term(qf1_pi, min_q_pi, cfg.awag_q_alpha)
+            bound = 1.0 - cfg.awag_action_eps
+            advisor_actions = batch.advisor_actions.clamp(-bound, bound)
+            with torch.no_grad():
+                q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
+                q_policy_min = torch.min(*self.qf.q_values(features, mean.detach()))
+                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag_beta, cfg.awag_max_weight)
+            awag_term = awag_loss(gaussian_log_prob(advisor_actions, mean, std), awag.gate, awag.weights)
+            awag_coef = self.awag_coefficient(global_step)
+            actor_loss = actor_loss + awag_coef * awag_term
+            gated = awag.gate.sum().clamp(min=1.0)
+            logs.update(
+                {
+                    "guidance/awag_loss": awag_term.item(),
+                    "guidance/awag_coef": awag_coef,
+                    "guidance/awag_gate_fraction": awag.gate.mean().item(),
+                    "guidance/awag_mean_weight": ((awag.gate * awag.weights).sum() / gated).item(),
+                }
+            )
+            checked = {"losses/actor_loss": actor_loss, "guidance/awag_loss": awag_term}
+        else:
+            actor_loss = -min_q_pi.mean()
+            checked = {"losses/actor_loss": actor_loss}
+        self.qf.requires_grad_(True)
+        ensure_finite(checked, global_step)
+        self._step(self.actor_optimizer, actor_loss, self.actor_params)
+        logs.update(
+            {"losses/actor_loss": actor_loss.item(), "losses/actor_q": min_q_pi.mean().item(), "losses/std": std}
+        )
+        return logs
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume training (not the replay buffer)."""
+        return {
+            "qf": self.qf.state_dict(),
+            "qf_target": self.qf_target.state_dict(),
+            "actor": self.actor.state_dict(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "num_updates": self.num_updates,
+            "last_global_step": self.last_global_step,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.qf.load_state_dict(state["qf"])
+        self.qf_target.load_state_dict(state["qf_target"])
+        self.actor.load_state_dict(state["actor"])
+        self.q_optimizer.load_state_dict(state["q_optimizer"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.generator.set_state(state["generator"])
+        self.num_updates = int(state["num_updates"])
+        self.last_global_step = int(state["last_global_step"])
