@@ -27,7 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from found_rl.scenario import format_field_error, yaml_problem
 
-ALGORITHMS = ("sac", "ppo")
+ALGORITHMS = ("sac", "drqv2", "ppo")
 DEVICES = ("auto", "cpu", "cuda")
 EXECUTORS = ("inprocess", "process", "ray")
 NETWORKS = ("auto", "roach", "cpu")
@@ -212,7 +212,7 @@ class RunConfig(_Strict):
     """Everything a training run depends on."""
 
     scenario: Path
-    algorithm: Literal["sac", "ppo"] = "sac"
+    algorithm: Literal["sac", "drqv2", "ppo"] = "sac"
     network: Literal["auto", "roach", "cpu"] = Field("auto", description="auto: cpu on a CPU, roach on CUDA")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     torch_threads: int = Field(

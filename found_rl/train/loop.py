@@ -276,10 +276,13 @@ class Trainer:
         config = self.config
         self.replay: Any = None
         self.rollout: Any = None
-        if config.algorithm == "sac":
+        if config.algorithm in ("sac", "drqv2"):
             from found_rl.storage.replay import ReplayBuffer
 
-            self.learner: Any = SAC(obs_spec, ACTION_DIM, self._sac_config(), device=self.device, seed=config.seed)
+            if config.algorithm == "sac":
+                self.learner: Any = SAC(obs_spec, ACTION_DIM, self._sac_config(), device=self.device, seed=config.seed)
+            else:
+                self.learner = self._drqv2(obs_spec)
             self.replay = ReplayBuffer(
                 config.learner.replay_capacity, obs_spec, ACTION_DIM, num_envs=config.sampler.clips, device=self.device
             )
@@ -299,6 +302,24 @@ class Trainer:
             cfg.rollout_steps, config.sampler.clips, obs_spec, (ACTION_DIM,), device=self.device
         )
         self.labelled = self.rollout
+
+    def _drqv2(self, obs_spec: Any) -> Any:
+        """DrQ-v2 (docs/method.md §7) from the run config; guidance fields the config leaves at
+        their defaults keep DrQ-v2's own (AWAG: the cosine schedule with c = 0.03)."""
+        from dataclasses import fields
+
+        from found_rl.algos.drqv2 import DrQV2, DrQV2Config
+
+        sac = self._sac_config()
+        cfg, guidance = self.config.learner, self.config.guidance
+        explicit = {f"vmr_{k}" for k in guidance.vmr.model_fields_set} | {
+            f"awag_{k}" for k in guidance.awag.model_fields_set}
+        own = {"max_grad_norm", "tau", "awag_action_eps"}  # DrQ-v2's values, not SAC's
+        shared = {f.name for f in fields(DrQV2Config)} & {f.name for f in fields(SacConfig)} - own
+        overrides = {name: getattr(sac, name) for name in shared
+                     if not name.startswith(("vmr_", "awag_")) or name in explicit}
+        overrides.update(actor_lr=cfg.policy_lr, critic_lr=cfg.q_lr, drq_pad_px=cfg.drq_pad_px or 4)
+        return DrQV2(obs_spec, ACTION_DIM, DrQV2Config(**overrides), device=self.device, seed=self.config.seed)
 
     @property
     def _policy_state(self) -> dict[str, torch.Tensor]:
@@ -334,6 +355,8 @@ class Trainer:
                 return actions.cpu().numpy(), {"log_probs": log_probs, "values": values}
             if self.counters.env_steps < self.config.learner.learning_starts:
                 return self.warmup_rng.uniform(-1.0, 1.0, (self.config.sampler.clips, ACTION_DIM)).astype(np.float32)
+            if self.config.algorithm == "drqv2":  # exploration noise follows its σ(t) schedule
+                return self.learner.act(obs, global_step=self.counters.env_steps)
             return self.learner.act(obs, deterministic=False)
 
     # ------------------------------------------------------------------ the loop
@@ -417,7 +440,7 @@ class Trainer:
         logs: dict[str, float] = {}
         with self.timers.measure("updates"):
             while counters.update_credit >= 1.0:
-                batch = self.replay.sample(config.learner.batch_size, self.sample_rng)
+                batch = self._sample_batch()
                 logs = self.learner.update(batch, counters.env_steps)
                 counters.updates += 1
                 counters.update_credit -= 1.0
@@ -426,6 +449,12 @@ class Trainer:
         if logs and counters.updates % 20 == 0:
             for tag, value in {**self._last_actor_logs, **logs}.items():
                 self.writer.add_scalar(tag, value, counters.env_steps)
+
+    def _sample_batch(self) -> Any:
+        cfg = self.learner.config
+        if self.config.algorithm == "drqv2":  # n-step returns, windows cut at episode ends
+            return self.replay.sample(cfg.batch_size, self.sample_rng, n_step=cfg.n_step, gamma=cfg.gamma)
+        return self.replay.sample(cfg.batch_size, self.sample_rng)
 
     def _update_ppo(self) -> None:
         """A full rollout: masked GAE (padding never read), then SMPO-masked PPO epochs."""

@@ -112,3 +112,19 @@ def test_ppo_trains_on_fast_rollouts_and_its_policy_loads(tmp_path):
     assert policy.spec.algo == "ppo"
     state = read_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint.pt")["training_state"]
     assert state["replay_file"] is None and state["counters"]["env_steps"] == result.env_steps
+
+
+def test_drqv2_trains_with_guidance_and_its_policy_loads(tmp_path):
+    from found_rl.train.config import validate_run_config
+    from found_rl.train.loop import Trainer
+
+    config = validate_run_config(tiny_run_config(
+        algorithm="drqv2", budget={"env_steps": 120},
+        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        guidance={"vmr": {"enabled": True}, "awag": {"enabled": True}},
+    ), "test", tmp_path)
+    trainer = Trainer(config, tmp_path / "run", show_progress=False)
+    result = trainer.run()
+    assert result.updates > 0 and result.label_coverage > 0.5
+    assert trainer.learner.config.awag_schedule == "drqv2_cosine"  # DrQ-v2's own default kept
+    assert load_policy(tmp_path / "run" / "policy.pt").spec.algo == "drqv2"
