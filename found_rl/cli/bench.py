@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",
     "learners": "SAC on Pendulum-v1 and PPO on CartPole-v1 reference parity",
     "policy": "CPU inference frames/s of the default driving policy network",
+    "clip": "images/s of the served CLIP scorer at batch 1 and 32 (a fine-tuned checkpoint or random weights)",
 }
 
 
