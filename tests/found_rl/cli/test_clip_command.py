@@ -37,7 +37,8 @@ FINETUNE = ["clip", "finetune", "--data", "data", "--no-progress"]
         ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--device", "cuda:7"], "--device cuda:7"),
         (["clip", "finetune", "--data", "nowhere", "--model", "found-rl-vit-tiny", "--out", "m.pt"], "--data nowhere"),
         (
-            ["clip", "finetune", "--data", "one/data", "--model", "found-rl-vit-tiny", "--out", "m.pt"],
+            ["clip", "finetune", "--data", "one/data", "--model", "found-rl-vit-tiny", "--out", "m.pt"]
+            + ["--no-progress"],
             "1 episode(s): a held-out split by episode needs at least 2",
         ),
         (["clip", "evaluate", "--data", "data", "--checkpoint", "exists.pt"], "exists.pt: cannot be read"),
