@@ -153,13 +153,15 @@ def _check_image_size(model_name: str, cfg: dict[str, Any], image_size: int) -> 
 
 
 def _check_context_length(model_name: str, cfg: dict[str, Any]) -> None:
-    """Refuse a text tower that would truncate a caption (the action words come last)."""
-    tokenizer = text_tokenizer(cfg)
-    context_length = int(cfg.get("text_cfg", {}).get("context_length", 77))
-    longest = max(len(tokenizer.encode(caption)) + 2 for caption in anchor_captions())  # + start/end tokens
-    if longest > context_length:
+    """Refuse a text tower that would truncate a caption (the action words come last).
+
+    A caption fits when its tokens leave at least one padding position at the end.
+    """
+    tokens = text_tokenizer(cfg)(anchor_captions())
+    if bool((tokens[:, -1] != 0).any()):
         raise ValueError(
-            f"--model {model_name}: text context of {context_length} tokens cannot hold the longest caption ({longest})"
+            f"--model {model_name}: its text context of {tokens.shape[1]} tokens cannot hold the longest "
+            "METHOD §3 caption (34 tokens with start and end)"
         )
 
 
