@@ -30,7 +30,15 @@ from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_mode
 from vlm_server.clip_preprocess import normalise
 
 MAX_LOGIT_SCALE = math.log(100.0)
-LOG_EVERY_STEPS = 20
+
+# TensorBoard tags (renaming one is a breaking change; the x-axis is the optimiser step)
+TAG_LOSS = "losses/clip_loss"
+TAG_LEARNING_RATE = "charts/learning_rate"
+TAG_LOGIT_SCALE = "charts/logit_scale"
+TAG_IMAGES_PER_S = "perf/images_per_s"
+TAG_EVAL_AUC = "eval/auc"
+TAG_EVAL_TOP1 = "eval/top1"
+TAGS = (TAG_LOSS, TAG_LEARNING_RATE, TAG_LOGIT_SCALE, TAG_IMAGES_PER_S, TAG_EVAL_AUC, TAG_EVAL_TOP1)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class FinetuneConfig:
     checkpoint_every_steps: int = 500
     val_max_frames: int = 4096
     """held-out frames scored after each epoch (the full held-out set is `clip evaluate`'s job)"""
+    log_every_steps: int = 20
     device: str = "cpu"
 
 
@@ -169,14 +178,14 @@ class Finetuner:
                 loss, logit_scale = self._train_step(batch)
                 self.step += 1
                 bar.update(1)
-                if writer is not None and self.step % LOG_EVERY_STEPS == 0:
+                if writer is not None and self.step % config.log_every_steps == 0:
                     now = time.perf_counter()
                     images_per_s = (self.step - last_log[1]) * config.batch_size / max(1e-9, now - last_log[0])
                     last_log = (now, self.step)
-                    writer.add_scalar("losses/clip_loss", loss, self.step)
-                    writer.add_scalar("charts/learning_rate", self.optimizer.param_groups[0]["lr"], self.step)
-                    writer.add_scalar("charts/logit_scale", logit_scale, self.step)
-                    writer.add_scalar("perf/images_per_s", images_per_s, self.step)
+                    writer.add_scalar(TAG_LOSS, loss, self.step)
+                    writer.add_scalar(TAG_LEARNING_RATE, self.optimizer.param_groups[0]["lr"], self.step)
+                    writer.add_scalar(TAG_LOGIT_SCALE, logit_scale, self.step)
+                    writer.add_scalar(TAG_IMAGES_PER_S, images_per_s, self.step)
                 bar.set_postfix(loss=f"{loss:.3f}", **{k: f"{v:.3f}" for k, v in validation.items()})
                 is_epoch_end = self.step % self.steps_per_epoch == 0
                 is_over_time = (
@@ -186,8 +195,8 @@ class Finetuner:
                     validation = self.validate()
                     self.history.append({"step": self.step, "loss": loss, **validation})
                     if writer is not None:
-                        for key, value in validation.items():
-                            writer.add_scalar(f"eval/{key}", value, self.step)
+                        writer.add_scalar(TAG_EVAL_AUC, validation["auc"], self.step)
+                        writer.add_scalar(TAG_EVAL_TOP1, validation["top1"], self.step)
                 if self.step % config.checkpoint_every_steps == 0 or is_epoch_end:
                     self.save()
                 if is_over_time and self.step < self.total_steps:

@@ -8,14 +8,16 @@ import torch
 
 from found_rl.clip.data import load_frames, split_by_episode
 from found_rl.clip.evaluate import evaluate, held_out_scope, model_probabilities, scorer_probabilities
-from found_rl.clip.finetune import DataInfo, FinetuneConfig, Finetuner, learning_rate
+from found_rl.clip.finetune import TAGS, DataInfo, FinetuneConfig, Finetuner, learning_rate
 from tests.found_rl.clip.conftest import write_dataset
 from vlm_server.backends.base import ClipItem
 from vlm_server.backends.clip import OpenClipScorer
 from vlm_server.clip_checkpoint import read_checkpoint
 
 
-def make_finetuner(tmp_path: Path, model_name: str, epochs: int, resume: bool = False, **overrides) -> Finetuner:
+def make_finetuner(
+    tmp_path: Path, model_name: str, epochs: int, resume: bool = False, logdir: Path | None = None, **overrides
+) -> Finetuner:
     data = tmp_path / "data"
     if not data.exists():
         write_dataset(data, episodes=8, frames_per_episode=24, side=32)
@@ -28,7 +30,9 @@ def make_finetuner(tmp_path: Path, model_name: str, epochs: int, resume: bool = 
         model_name, None, 16, epochs=epochs, batch_size=24, lr=5e-3, warmup_steps=5, **overrides
     )
     info = DataInfo(str(data), dataset_fingerprint(data), frames.input_size, split, 0.25)
-    return Finetuner(config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt", resume=resume)
+    return Finetuner(
+        config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt", resume=resume, logdir=logdir
+    )
 
 
 def test_schedule_warms_up_then_decays_to_zero():
@@ -40,11 +44,16 @@ def test_schedule_warms_up_then_decays_to_zero():
 
 
 def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_model):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     torch.manual_seed(0)
-    finetuner = make_finetuner(tmp_path, micro_model, epochs=1)
+    finetuner = make_finetuner(tmp_path, micro_model, epochs=1, logdir=tmp_path / "runs", log_every_steps=1)
     result = finetuner.run(show_progress=False)
     assert result["steps"] == result["total_steps"] == len(finetuner.train_frames) // 24
     assert set(result["validation"]) == {"auc", "top1"}
+    events = EventAccumulator(str(tmp_path / "runs"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(TAGS)
     # the served scorer, loaded from the checkpoint, gives the training-time probabilities
     scorer = OpenClipScorer(checkpoint=str(tmp_path / "clip.pt"))
     scorer.load()
