@@ -7,8 +7,9 @@ group and the expert's action ``a``:
   an action outside N(a) on a random frame (Mann-Whitney, ties count half). Every action
   outside N(a) is scored, which is uniform sampling of far actions without its noise. The
   bonus normalises margins with the moments of all margins scored here, as the server's
-  running statistics would after seeing them. 0.5 is no signal; a scorer that always prefers
-  far actions gets 0.
+  running statistics would after seeing them. 0.5 is no signal. It cannot go far below 0.5:
+  ``m`` is clipped at 0, so a scorer that prefers a far action gives the expert 0 and all
+  but that one far action 0 as well (ties).
 - ``auc_margin``: the same on the raw margin ``m`` (no clipping ties).
 - ``top1``: ``argmax p == a`` (the 30-way classification); ``top1_neighbourhood``: argmax in N(a).
 - per-command ``top1`` and the bonus distribution for expert and far actions.
@@ -152,10 +153,10 @@ def prior_probabilities(train_groups: np.ndarray, train_actions: np.ndarray, gro
     Groups unseen in training fall back to the overall frequencies (Laplace-smoothed).
     """
     num_groups = int(max(train_groups.max(initial=0), groups.max(initial=0))) + 1
-    counts = np.ones((num_groups, NUM_ACTIONS))
-    np.add.at(counts, (train_groups, train_actions), 1.0)
-    overall = counts.sum(axis=0)
-    seen = np.bincount(train_groups, minlength=num_groups) > 0
-    table = np.where(seen[:, None], counts, overall[None, :])
+    raw = np.zeros((num_groups, NUM_ACTIONS))
+    np.add.at(raw, (train_groups, train_actions), 1.0)
+    overall = 1.0 + raw.sum(axis=0)
+    seen = raw.sum(axis=1) > 0
+    table = np.where(seen[:, None], 1.0 + raw, overall[None, :])
     table = table / table.sum(axis=1, keepdims=True)
     return table[groups]
