@@ -4,12 +4,19 @@ A batch is flushed as soon as ``max_batch_size`` items are queued **or** ``max_w
 passed since the oldest queued item arrived, whichever is first. Batches run through an async
 ``run_batch`` callable (the server wraps sync backends in an executor thread), at most
 ``max_concurrent_batches`` at a time; while they run, new items keep queueing. The queue is
-bounded: ``submit`` raises ``QueueFullError`` instead of letting latency grow without limit.
+bounded: ``submit`` raises ``QueueFullError`` instead of letting latency grow without limit,
+and ``RequestTooLargeError`` for a request that could never fit.
+
+Only *live* items count: an item whose caller gave up (deadline, client gone) stops counting
+against ``max_queue_size`` and ``max_batch_size`` the moment its future is cancelled, and never
+sets the flush timer. Otherwise a storm of timed-out requests would refuse new ones (429) and
+flush small batches early until the dead items were popped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import deque
@@ -34,6 +41,14 @@ class QueueFullError(Exception):
         self.retry_after_s = retry_after_s
 
 
+class RequestTooLargeError(Exception):
+    """A request holds more items than the queue can ever hold: retrying cannot help."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class ShuttingDownError(Exception):
     """The batcher is draining and accepts no new items."""
 
@@ -56,6 +71,7 @@ class _Pending:
     item: Any
     future: asyncio.Future
     enqueued_s: float
+    is_live: bool = True  # queued and wanted: counts against the limits
 
 
 class DynamicBatcher(Generic[ItemT, ResultT]):
@@ -72,7 +88,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self._run_batch = run_batch
         self._config = config
         self._metrics = metrics
-        self._queue: deque[_Pending] = deque()
+        self._queue: deque[_Pending] = deque()  # live items and not yet popped dead ones
+        self._live = 0
         self._nonempty = asyncio.Event()
         self._flush_now: asyncio.Future | None = (
             None  # resolved early when a batch is full
@@ -85,8 +102,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
 
     @property
     def depth(self) -> int:
-        """Items queued and not yet dispatched."""
-        return len(self._queue)
+        """Live items queued and not yet dispatched (cancelled ones do not count)."""
+        return self._live
 
     def start(self) -> None:
         self._worker = asyncio.get_running_loop().create_task(
@@ -101,10 +118,17 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         """
         if self._is_closing:
             raise ShuttingDownError(f"{self.name} is shutting down")
-        if len(self._queue) + len(items) > self._config.max_queue_size:
-            batches_ahead = len(self._queue) / self._config.max_batch_size + 1
+        limit = self._config.max_queue_size
+        if len(items) > limit:
+            raise RequestTooLargeError(
+                f"{len(items)} items in one request, but the {self.name} queue holds at most "
+                f"{limit} (max_queue_size): split the request",
+                limit=limit,
+            )
+        if self._live + len(items) > limit:
+            batches_ahead = self._live / self._config.max_batch_size + 1
             raise QueueFullError(
-                f"{self.name} queue is full ({len(self._queue)}/{self._config.max_queue_size} items)",
+                f"{self.name} queue is full ({self._live}/{limit} items)",
                 retry_after_s=batches_ahead * self._mean_batch_s,
             )
         loop = asyncio.get_running_loop()
@@ -112,32 +136,58 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         futures = []
         for item in items:
             future = loop.create_future()
-            self._queue.append(_Pending(item, future, now))
+            pending = _Pending(item, future, now)
+            future.add_done_callback(functools.partial(self._on_done, pending))
+            self._queue.append(pending)
             futures.append(future)
+        self._live += len(items)
         self._nonempty.set()
-        if len(self._queue) >= self._config.max_batch_size:
+        if self._live >= self._config.max_batch_size:
             _resolve(self._flush_now)
         self._report_depth()
         return futures
 
+    def _on_done(self, pending: _Pending, future: asyncio.Future) -> None:
+        """A queued item's future finished before dispatch (its caller cancelled it): stop counting it."""
+        if pending.is_live:
+            pending.is_live = False
+            self._live -= 1
+            self._report_depth()
+
+    def _pop_live(self) -> _Pending | None:
+        """The oldest live item, dropping dead ones in front of it; None when none is left."""
+        while self._queue:
+            pending = self._queue.popleft()
+            if pending.is_live and not pending.future.done():
+                pending.is_live = False
+                self._live -= 1
+                return pending
+        return None
+
+    def _drop_dead_head(self) -> None:
+        while self._queue and not self._queue[0].is_live:
+            self._queue.popleft()
+
     async def close(self, timeout_s: float = 30.0) -> None:
-        """Stop accepting items, finish everything queued or running, then stop the worker."""
+        """Stop accepting items, finish everything queued or running, then stop the worker.
+
+        Whatever is still queued or running when ``timeout_s`` expires fails with
+        ``ShuttingDownError``: every future is resolved, none is left pending.
+        """
         self._is_closing = True
         _resolve(self._flush_now)
         deadline = time.perf_counter() + timeout_s
-        while (self._queue or self._running) and time.perf_counter() < deadline:
+        while (self._live or self._running) and time.perf_counter() < deadline:
             await asyncio.sleep(0.005)
-        for pending in self._queue:
-            if not pending.future.done():
-                pending.future.set_exception(
-                    ShuttingDownError(f"{self.name} shut down")
-                )
+        while (pending := self._pop_live()) is not None:
+            pending.future.set_exception(ShuttingDownError(f"{self.name} shut down"))
         self._queue.clear()
+        self._report_depth()
         if self._worker is not None:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
         for task in list(self._running):
-            task.cancel()
+            task.cancel()  # _execute fails its items on cancellation
         await asyncio.gather(*self._running, return_exceptions=True)
 
     async def _work(self) -> None:
@@ -145,19 +195,24 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         max_wait_s = self._config.max_wait_ms / 1000.0
         while True:
             await self._nonempty.wait()
+            self._drop_dead_head()
+            if not self._queue:
+                self._nonempty.clear()
+                continue
             remaining_s = self._queue[0].enqueued_s + max_wait_s - time.perf_counter()
-            if (
-                len(self._queue) < max_batch
-                and remaining_s > 0
-                and not self._is_closing
-            ):
+            if self._live < max_batch and remaining_s > 0 and not self._is_closing:
                 await self._wait_for_flush(remaining_s)
+                self._drop_dead_head()
+                if self._queue and self._live < max_batch and not self._is_closing:
+                    # woken early by a cancellation at the head? wait for the new oldest item
+                    next_s = self._queue[0].enqueued_s + max_wait_s - time.perf_counter()
+                    if next_s > 0:
+                        continue
             await self._slots.acquire()
             batch: list[_Pending] = []
-            while self._queue and len(batch) < max_batch:
-                pending = self._queue.popleft()
-                if not pending.future.done():  # skip items whose caller gave up
-                    batch.append(pending)
+            while len(batch) < max_batch and (pending := self._pop_live()) is not None:
+                batch.append(pending)
+            self._drop_dead_head()
             if not self._queue:
                 self._nonempty.clear()
             self._report_depth()
@@ -199,6 +254,12 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                     [],
                     BackendError(f"{self.name} backend failed: {type(exc).__name__}"),
                 )
+            except asyncio.CancelledError:
+                # close() gave up waiting: the callers get an answer, not a future that never resolves
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(ShuttingDownError(f"{self.name} shut down mid-batch"))
+                raise
             model_s = time.perf_counter() - started_s
             self._mean_batch_s = 0.9 * self._mean_batch_s + 0.1 * model_s
             if self._metrics is not None:
@@ -222,7 +283,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
 
     def _report_depth(self) -> None:
         if self._metrics is not None:
-            self._metrics.queue_depth.labels(self.name).set(len(self._queue))
+            self._metrics.queue_depth.labels(self.name).set(self._live)
 
 
 def _resolve(future: asyncio.Future | None) -> None:

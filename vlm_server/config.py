@@ -91,6 +91,17 @@ class ServerConfig(BaseModel):
                 f"host={self.host!r} is not a loopback address: set a bearer token "
                 "(--token or VLM_SERVER_TOKEN) before exposing the server"
             )
+        # An explicit max_items_per_request above a queue could never be honoured. The default
+        # is not checked: a smaller queue then refuses bigger requests itself (413 naming it).
+        for role in ("advisor", "clip"):
+            backend: BackendConfig | None = getattr(self, role)
+            is_explicit = "max_items_per_request" in self.model_fields_set
+            if is_explicit and backend is not None and backend.batching.max_queue_size < self.max_items_per_request:
+                raise ValueError(
+                    f"max_items_per_request ({self.max_items_per_request}) exceeds {role}.batching.max_queue_size "
+                    f"({backend.batching.max_queue_size}): a full request could never be queued; "
+                    "raise the queue size or lower max_items_per_request"
+                )
         return self
 
 

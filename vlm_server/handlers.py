@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from vlm_server.batcher import (
     BackendError,
     QueueFullError,
+    RequestTooLargeError,
     ShuttingDownError,
     gather_within,
 )
@@ -96,6 +97,8 @@ async def _serve(
     service: BackendService | None = request.app[SERVICES_KEY].get(kind)
     if service is None:
         raise RequestError(404, f"this server has no {kind} backend")
+    if request.app[DRAINING_KEY].is_set():
+        raise RequestError(503, "server is shutting down", headers={"Retry-After": "1"})
     if service.load_error:
         # a failed load is permanent: no Retry-After
         raise RequestError(503, f"{kind} backend failed to load (see /readyz)")
@@ -126,6 +129,8 @@ async def _serve(
             headers={"Retry-After": str(retry_after_s)},
             retry_after_ms=round(exc.retry_after_s * 1000),
         ) from None
+    except RequestTooLargeError as exc:
+        raise RequestError(413, str(exc), field="items") from None
     except ShuttingDownError as exc:
         raise RequestError(503, str(exc), headers={"Retry-After": "1"}) from None
 

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scenario": ("found_rl.cli.scenario", "validate and inspect scenario files"),
     "eval": ("found_rl.cli.evaluate", "closed-loop route evaluation with leaderboard metrics"),
     "expert": ("found_rl.cli.expert", "drive the privileged expert; collect datasets"),
+    "clip": ("found_rl.cli.clip", "fine-tune and evaluate the CLIP reward model"),
     "serve": ("found_rl.cli.serve", "run the VLM/CLIP advisor server"),
     "vlm": ("found_rl.cli.vlm", "fine-tune a VLM advisor on expert data and score it against the expert"),
     "bench": ("found_rl.cli.bench", "speed and quality benchmarks (tables with side-by-side ratios)"),

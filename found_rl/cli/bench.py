@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "train": "the whole training loop, advisor off vs served expert advisor, side by side",
     "guidance": "learning curves over seeds: plain SAC vs VMR+AWAG with the expert vs a noisy advisor",
     "vlm": "VLM advisor fine-tuning tokens/s and samples/s; served requests/s at batch 1 and 32",
+    "clip": "images/s of the served CLIP scorer at batch 1 and 32 (a fine-tuned checkpoint or random weights)",
 }
 
 

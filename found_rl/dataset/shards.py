@@ -225,21 +225,34 @@ def iter_samples(directory: str | os.PathLike[str]) -> Iterator[ExpertSample]:
 
 def iter_shard(path: str | os.PathLike[str]) -> Iterator[ExpertSample]:
     """Samples of one shard (members grouped by key, as webdataset does)."""
-    with tarfile.open(path, "r") as tar:
-        group: dict[str, bytes] = {}
-        current: str | None = None
-        for member in tar:
-            if not member.isfile():
-                continue
-            key, _, suffix = member.name.partition(".")
-            if current is not None and key != current:
-                yield _decode(current, group)
-                group = {}
-            current = key
-            handle = tar.extractfile(member)
-            group[suffix] = handle.read() if handle is not None else b""
-        if current is not None:
-            yield _decode(current, group)
+    for key, group in iter_members(path):
+        yield _decode(key, group)
+
+
+def iter_members(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """``(key, {suffix: bytes})`` per sample of one shard, undecoded (readers pick what they need).
+
+    Raises:
+        ValueError: the file is not a readable tar archive (the shard is named).
+    """
+    try:
+        with tarfile.open(path, "r") as tar:
+            group: dict[str, bytes] = {}
+            current: str | None = None
+            for member in tar:
+                if not member.isfile():
+                    continue
+                key, _, suffix = member.name.partition(".")
+                if current is not None and key != current:
+                    yield current, group
+                    group = {}
+                current = key
+                handle = tar.extractfile(member)
+                group[suffix] = handle.read() if handle is not None else b""
+            if current is not None:
+                yield current, group
+    except (tarfile.TarError, EOFError) as exc:
+        raise ValueError(f"shard {path}: corrupt or truncated tar archive ({exc})") from None
 
 
 def _decode(key: str, group: Mapping[str, bytes]) -> ExpertSample:

@@ -135,6 +135,35 @@ async def test_full_queue_answers_429_with_retry_after(aiohttp_client, server_co
     assert [r.status for r in await asyncio.gather(*requests)] == [200, 200, 200]
 
 
+async def test_a_request_larger_than_the_queue_answers_413_naming_the_limit(aiohttp_client, server_config):
+    config = server_config(batching={"max_batch_size": 2, "max_wait_ms": 0, "max_queue_size": 3})
+    client = await ready_client(aiohttp_client, create_app(config))
+    response = await client.post("/v1/advise", json={"items": [item(i) for i in range(4)]})
+    assert response.status == 413 and "Retry-After" not in response.headers
+    body = await response.json()
+    assert body["field"] == "items" and "at most 3 (max_queue_size)" in body["error"]
+
+
+async def test_requests_are_refused_while_draining(aiohttp_client, server_config):
+    from vlm_server.app import DRAINING_KEY
+
+    app = create_app(server_config())
+    client = await ready_client(aiohttp_client, app)
+    app[DRAINING_KEY].set()
+    response = await client.post("/v1/advise", json=item(0))
+    assert response.status == 503 and response.headers["Retry-After"] == "1"
+    assert "shutting down" in (await response.json())["error"]
+
+
+def test_config_refuses_a_per_request_limit_above_a_queue(server_config):
+    from pydantic import ValidationError
+
+    expected = r"max_items_per_request \(100\) exceeds advisor.batching.max_queue_size \(10\)"
+    with pytest.raises(ValidationError, match=expected):
+        server_config(max_items_per_request=100, batching={"max_queue_size": 10})
+    assert server_config(batching={"max_queue_size": 10}).max_items_per_request == 1024  # the default is not checked
+
+
 async def test_deadline_answers_504_and_the_server_keeps_serving(
     aiohttp_client, server_config
 ):

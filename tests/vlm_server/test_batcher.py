@@ -8,6 +8,7 @@ from vlm_server.batcher import (
     Completed,
     DynamicBatcher,
     QueueFullError,
+    RequestTooLargeError,
     ShuttingDownError,
     gather_within,
 )
@@ -113,6 +114,71 @@ async def test_cancelled_items_are_dropped_before_dispatch():
     await asyncio.gather(*running, *kept)
     assert recorder.batches == [[0], [3]]
     await batcher.close()
+
+
+async def test_cancelled_items_stop_counting_against_the_queue_limit_at_once():
+    """A deadline storm must not turn into 429s for the next requests (issue 12)."""
+    recorder = Recorder(cost_s=0.2)
+    batcher = make(recorder, max_batch_size=1, max_wait_ms=0, max_queue_size=4)
+    running = batcher.submit([0])
+    await asyncio.sleep(0.02)  # [0] runs for 0.2 s; the queue is empty
+    timed_out = batcher.submit([1, 2, 3, 4])
+    for future in timed_out:
+        future.cancel()
+    await asyncio.sleep(0)  # the cancellation callbacks run
+    assert batcher.depth == 0
+    fresh = batcher.submit([5, 6, 7, 8])  # refused before: 4 dead + 4 new > 4
+    await asyncio.gather(*running, *fresh)
+    assert recorder.batches == [[0], [5], [6], [7], [8]]
+    await batcher.close()
+
+
+async def test_cancelled_items_do_not_fill_a_batch_early():
+    recorder = Recorder()
+    batcher = make(recorder, max_batch_size=4, max_wait_ms=150)
+    for future in batcher.submit([1, 2, 3]):
+        future.cancel()
+    await asyncio.sleep(0)
+    started = time.perf_counter()
+    (kept,) = batcher.submit([4])  # 3 dead + 1 live used to count as a full batch
+    result = await kept
+    assert time.perf_counter() - started >= 0.14  # waited max_wait_ms for more items
+    assert recorder.batches == [[4]] and result.batch_size == 1
+    await batcher.close()
+
+
+async def test_a_cancelled_oldest_item_does_not_set_the_flush_time():
+    recorder = Recorder()
+    batcher = make(recorder, max_batch_size=8, max_wait_ms=150)
+    (gone,) = batcher.submit([1])
+    await asyncio.sleep(0.1)
+    gone.cancel()
+    started = time.perf_counter()
+    (kept,) = batcher.submit([2])
+    result = await kept
+    assert time.perf_counter() - started >= 0.14  # timed from item 2, not from the cancelled item 1
+    assert result.queue_s >= 0.14
+    await batcher.close()
+
+
+async def test_a_request_larger_than_the_queue_is_refused_as_too_large_not_full():
+    batcher = make(Recorder(), max_batch_size=2, max_wait_ms=0, max_queue_size=3)
+    with pytest.raises(RequestTooLargeError, match=r"4 items in one request.*at most 3 \(max_queue_size\)"):
+        batcher.submit([1, 2, 3, 4])
+    assert batcher.depth == 0
+    await batcher.close()
+
+
+async def test_close_resolves_running_items_when_the_drain_timeout_expires():
+    recorder = Recorder(cost_s=30.0)
+    batcher = make(recorder, max_batch_size=2, max_wait_ms=0)
+    running = batcher.submit([1, 2])
+    await asyncio.sleep(0.02)
+    queued = batcher.submit([3])
+    await asyncio.wait_for(batcher.close(timeout_s=0.05), timeout=2.0)
+    assert all(future.done() for future in running + queued)
+    for future in running + queued:
+        assert isinstance(future.exception(), ShuttingDownError)
 
 
 async def test_backend_exception_fails_only_that_batch_with_a_safe_message():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,12 +29,15 @@ from vlm_server.anchors import (
     speed_bin,
 )
 from vlm_server.backends.base import ClipItem, ClipResult
+from vlm_server.clip_checkpoint import check_compatible, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, normalise, resize_area
 from vlm_server.running_stats import RunningMoments
 
 logger = logging.getLogger(__name__)
 
-OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+DEFAULT_MODEL_NAME = "ViT-B-16"
+DEFAULT_PRETRAINED = "laion2b_s34b_b88k"
+DEFAULT_IMAGE_SIZE = 192  # the RGB BEV side (METHOD §3)
 TEXT_CHUNK = 120
 
 
@@ -41,78 +45,70 @@ class OpenClipScorer:
     """CLIP alignment bonus from an open_clip model.
 
     Args:
-        model_name: open_clip architecture, e.g. ``"ViT-B-16"``.
-        pretrained: a local checkpoint path or an open_clip pretrained tag; None = random
-            weights (tests only: the bonus is then meaningless).
+        model_name: open_clip architecture, e.g. ``"ViT-B-16"`` (the default without a
+            checkpoint). With ``checkpoint`` it is optional and, when given, must match.
+        pretrained: a local open_clip weights file or an open_clip pretrained tag; None = random
+            weights (tests only: the bonus is then meaningless). Ignored with ``checkpoint``.
+        checkpoint: a ``found-rl clip finetune`` checkpoint; it brings its own architecture,
+            weights, image sizes and normalisation, and is refused (named) when its
+            architecture, image size or caption anchors differ from what is asked here.
         model_config_path: JSON model config to register first (custom architectures).
-        image_size: square input side in px; requests must send exactly this size (the
-            fine-tuned model was trained at 192, METHOD §3).
+        image_size: side in px of the images clients send; requests must send exactly this
+            size. Default 192 (the RGB BEV, METHOD §3) or, with a checkpoint, the BEV size it
+            was trained from; the server resizes to the model's own side as in training.
         device: torch device string.
-        precision: open_clip precision, ``"fp32"``, ``"fp16"`` or ``"bf16"`` (GPU).
+        precision: ``"fp32"``, ``"fp16"`` or ``"bf16"`` (GPU).
     """
 
     def __init__(
         self,
-        model_name: str = "ViT-B-16",
-        pretrained: str | None = "laion2b_s34b_b88k",
+        model_name: str | None = None,
+        pretrained: str | None = DEFAULT_PRETRAINED,
+        checkpoint: str | None = None,
         model_config_path: str | None = None,
-        image_size: int = 192,
+        image_size: int | None = None,
         device: str = "cpu",
         precision: str = "fp32",
     ) -> None:
-        if image_size < 8:
+        if image_size is not None and image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {image_size}")
         if model_config_path is not None and not Path(model_config_path).is_file():
-            raise FileNotFoundError(
-                f"model_config_path {model_config_path} does not exist"
-            )
-        self.model_name = model_name
-        self.pretrained = pretrained
-        self.model_config_path = model_config_path
-        self.image_hw = (image_size, image_size)
+            raise FileNotFoundError(f"model_config_path {model_config_path} does not exist")
+        if checkpoint is not None:
+            if not Path(checkpoint).is_file():
+                raise FileNotFoundError(f"checkpoint {checkpoint} does not exist")
+            if pretrained not in (None, DEFAULT_PRETRAINED):
+                raise ValueError(
+                    f"give checkpoint or pretrained, not both (checkpoint={checkpoint}, pretrained={pretrained!r})"
+                )
         if precision not in ("fp32", "fp16", "bf16"):
             raise ValueError(f"precision must be fp32, fp16 or bf16, got {precision!r}")
+        self.checkpoint = checkpoint
+        self.requested_model_name = model_name
+        self.model_name = model_name or DEFAULT_MODEL_NAME
+        self.pretrained = pretrained
+        self.model_config_path = model_config_path
+        self.requested_image_size = image_size
+        side = image_size or (None if checkpoint else DEFAULT_IMAGE_SIZE)
+        self.image_hw: tuple[int, int] | None = None if side is None else (side, side)
+        self.model_side = side  # the model's own input side (differs with a checkpoint)
         self.device = torch.device(device)
         self.precision = precision
-        self._dtype = {
-            "fp32": torch.float32,
-            "fp16": torch.float16,
-            "bf16": torch.bfloat16,
-        }[precision]
+        self._dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
         self.stats = RunningMoments()
         self.model: torch.nn.Module | None = None
         self.text_anchors: torch.Tensor | None = None  # [6, 4, 30, D], L2-normalised
         self.logit_scale = 100.0
-        self._mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
-        self._std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+        self.mean: tuple[float, ...] = OPENAI_MEAN
+        self.std: tuple[float, ...] = OPENAI_STD
 
     def load(self) -> None:
-        import open_clip
-
-        if self.model_config_path is not None:
-            open_clip.add_model_config(self.model_config_path)
-        model = open_clip.create_model(
-            self.model_name,
-            pretrained=self.pretrained,
-            force_image_size=self.image_hw[0],
-            device=self.device,
-            precision=self.precision,
-        )
+        model, tokenizer = self._load_checkpoint() if self.checkpoint else self._load_open_clip()
         model.eval()
-        preprocess_cfg = getattr(model.visual, "preprocess_cfg", {}) or {}
-        self._mean = torch.tensor(
-            preprocess_cfg.get("mean", OPENAI_MEAN), device=self.device
-        ).view(1, 3, 1, 1)
-        self._std = torch.tensor(
-            preprocess_cfg.get("std", OPENAI_STD), device=self.device
-        ).view(1, 3, 1, 1)
-        tokenizer = open_clip.get_tokenizer(self.model_name)
         captions = anchor_captions()
         with torch.inference_mode():
             chunks = [
-                model.encode_text(
-                    tokenizer(captions[i : i + TEXT_CHUNK]).to(self.device)
-                )
+                model.encode_text(tokenizer(captions[i : i + TEXT_CHUNK]).to(self.device))
                 for i in range(0, len(captions), TEXT_CHUNK)
             ]
             text = F.normalize(torch.cat(chunks).float(), dim=-1)
@@ -126,35 +122,69 @@ class OpenClipScorer:
         self.text_anchors = text.reshape(shape)
         self.model = model
         logger.info(
-            "open_clip %s loaded (logit scale %.2f)", self.model_name, self.logit_scale
+            "open_clip %s loaded (%d px input, %d px model, logit scale %.2f)",
+            self.model_name,
+            self.image_hw[0] if self.image_hw else -1,
+            self.model_side or -1,
+            self.logit_scale,
         )
 
-    def image_features(self, images: np.ndarray) -> torch.Tensor:
-        """``[B, D]`` L2-normalised features of ``[B, H, W, 3]`` uint8 images."""
-        if self.model is None:
-            raise RuntimeError("OpenClipScorer.load() was not called")
-        pixels = (
-            torch.from_numpy(images)
-            .to(self.device)
-            .permute(0, 3, 1, 2)
-            .float()
-            .div_(255.0)
+    def _load_open_clip(self) -> tuple[torch.nn.Module, Any]:
+        import open_clip
+
+        if self.model_config_path is not None:
+            open_clip.add_model_config(self.model_config_path)
+        model = open_clip.create_model(
+            self.model_name,
+            pretrained=self.pretrained,
+            force_image_size=self.model_side,
+            device=self.device,
+            precision=self.precision,
         )
-        pixels = ((pixels - self._mean) / self._std).to(self._dtype)
+        preprocess_cfg = getattr(model.visual, "preprocess_cfg", {}) or {}
+        self.mean = tuple(preprocess_cfg.get("mean", OPENAI_MEAN))
+        self.std = tuple(preprocess_cfg.get("std", OPENAI_STD))
+        return model, open_clip.get_tokenizer(self.model_name)
+
+    def _load_checkpoint(self) -> tuple[torch.nn.Module, Any]:
+        path = self.checkpoint
+        checkpoint = read_checkpoint(path)
+        check_compatible(checkpoint, path, self.requested_model_name, self.requested_image_size)
+        model = load_model(checkpoint, path).to(self.device)
+        if self.precision != "fp32":
+            model = model.to(self._dtype)
+        self.model_name = checkpoint.model_name
+        self.image_hw = (checkpoint.input_size, checkpoint.input_size)
+        self.model_side = checkpoint.image_size
+        self.mean, self.std = checkpoint.mean, checkpoint.std
+        return model, text_tokenizer(checkpoint.model_cfg)
+
+    def image_features(self, images: np.ndarray) -> torch.Tensor:
+        """``[B, D]`` L2-normalised features of ``[B, H, W, 3]`` uint8 images (client size)."""
+        if self.model is None or self.model_side is None:
+            raise RuntimeError("OpenClipScorer.load() was not called")
+        pixels = resize_area(torch.from_numpy(np.ascontiguousarray(images)), self.model_side)
+        pixels = normalise(pixels.to(self.device), self.mean, self.std, self._dtype)
         with torch.inference_mode():
             return F.normalize(self.model.encode_image(pixels).float(), dim=-1)
 
     def anchor_probabilities(self, items: list[ClipItem]) -> np.ndarray:
         """``[B, 30]`` softmax over each item's (command, speed-bin) action anchors."""
+        return self.group_probabilities(
+            np.stack([item.image for item in items]),
+            np.array([command_index(item.command) for item in items]),
+            np.array([speed_bin(item.speed_mps) for item in items]),
+        )
+
+    def group_probabilities(
+        self, images: np.ndarray, command_rows: np.ndarray, speed_bins: np.ndarray
+    ) -> np.ndarray:
+        """``[B, 30]`` softmax over the action anchors of row ``command_rows[i]``, bin ``speed_bins[i]``."""
         if self.text_anchors is None:
             raise RuntimeError("OpenClipScorer.load() was not called")
-        features = self.image_features(np.stack([item.image for item in items]))
-        rows = torch.tensor(
-            [command_index(item.command) for item in items], device=features.device
-        )
-        bins = torch.tensor(
-            [speed_bin(item.speed_mps) for item in items], device=features.device
-        )
+        features = self.image_features(images)
+        rows = torch.as_tensor(command_rows, device=features.device)
+        bins = torch.as_tensor(speed_bins, device=features.device)
         anchors = self.text_anchors[rows, bins]  # [B, 30, D]
         logits = self.logit_scale * torch.einsum("bd,bkd->bk", features, anchors)
         return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)

@@ -1,0 +1,209 @@
+"""``found-rl clip``: fine-tune the CLIP reward model (``finetune``) and measure its quality (``evaluate``).
+
+Examples::
+
+    found-rl clip finetune --data data/expert --model found-rl-vit-tiny --out models/clip.pt
+    found-rl clip evaluate --data data/expert --checkpoint models/clip.pt --json
+    found-rl clip finetune --data data/expert --model ViT-B-16 --pretrained laion2b_s34b_b88k \\
+        --image-size 192 --lr 1e-5 --batch-size 256 --device cuda --out models/clip_vitb16.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from found_rl.cli.argtypes import SEED, finite_float, int_at_least
+from found_rl.cli.paths import check_output_dir, check_output_file
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="clip_command", metavar="ACTION", required=True)
+
+    finetune = actions.add_parser("finetune", help="contrastive fine-tuning on expert shards")
+    finetune.add_argument("--data", required=True, type=Path, help="expert dataset folder (`expert collect --out`)")
+    finetune.add_argument(
+        "--model", required=True, help="found-rl-vit-tiny, found-rl-vit-small, found-rl-rn-tiny or an open_clip name"
+    )
+    finetune.add_argument("--pretrained", help="open_clip tag, weights file or found-rl checkpoint (default: scratch)")
+    finetune.add_argument(
+        "--image-size", type=int_at_least(16), help="model input side, px (default: the small configs' 64, else 192)"
+    )
+    finetune.add_argument("--out", required=True, type=Path, help="checkpoint file to write")
+    finetune.add_argument("--epochs", type=int_at_least(1), default=6)
+    finetune.add_argument("--batch-size", type=int_at_least(2), default=128)
+    finetune.add_argument("--lr", type=finite_float(0.0, inclusive=False), default=2e-3, help="peak learning rate")
+    finetune.add_argument("--weight-decay", type=finite_float(0.0, inclusive=True), default=0.1)
+    finetune.add_argument("--warmup-steps", type=int_at_least(1), default=100)
+    finetune.add_argument("--grad-clip", type=finite_float(0.0, inclusive=False), default=1.0)
+    finetune.add_argument(
+        "--val-fraction", type=finite_float(0.0, inclusive=False, maximum=0.9), default=0.1,
+        help="share of episodes held out (default 0.1)",
+    )
+    finetune.add_argument("--max-frames", type=int_at_least(1), help="read only the first N frames")
+    finetune.add_argument("--max-minutes", type=finite_float(0.0, inclusive=False), help="stop and save after this")
+    finetune.add_argument("--checkpoint-every", type=int_at_least(1), default=500, help="steps between checkpoints")
+    finetune.add_argument("--seed", type=SEED, default=0)
+    finetune.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
+    finetune.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's)")
+    finetune.add_argument("--logdir", type=Path, help="TensorBoard folder (default: OUT with .runs)")
+    finetune.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    finetune.add_argument("--no-progress", action="store_true")
+    finetune.set_defaults(run=run_finetune)
+
+    evaluate = actions.add_parser("evaluate", help="reward quality of a checkpoint on held-out expert frames")
+    evaluate.add_argument("--data", required=True, type=Path, help="expert dataset folder")
+    evaluate.add_argument("--checkpoint", required=True, type=Path, help="`clip finetune --out` file")
+    evaluate.add_argument("--max-frames", type=int_at_least(1), help="read only the first N frames")
+    evaluate.add_argument("--device", default="cpu")
+    evaluate.add_argument("--threads", type=int_at_least(1))
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object (auc, top1, ...)")
+    evaluate.add_argument("--no-progress", action="store_true")
+    evaluate.set_defaults(run=run_evaluate)
+
+
+def _check_data(path: Path) -> None:
+    from found_rl.dataset.shards import read_manifest
+
+    if not path.is_dir():
+        raise FileNotFoundError(f"--data {path}: no such folder")
+    read_manifest(path)
+
+
+def _device(name: str):
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    check_output_file(args.out, "--out")
+    if args.resume and not args.out.is_file():
+        raise FileNotFoundError(f"--resume: {args.out} does not exist; drop --resume to start a new run")
+    if not args.resume and args.out.exists():
+        raise FileExistsError(f"--out {args.out}: exists; pass --resume to continue it or choose a new file")
+    _check_data(args.data)
+    logdir = args.logdir or args.out.with_name(args.out.name + ".runs")
+    check_output_dir(logdir, "--logdir")
+    import numpy as np
+    import torch
+
+    from found_rl.clip.data import load_frames, split_by_episode
+    from found_rl.clip.evaluate import dataset_fingerprint
+    from found_rl.clip.finetune import DataInfo, FinetuneConfig, Finetuner
+    from found_rl.clip.model import create_clip_model, default_image_size
+
+    device = _device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    image_size = args.image_size or default_image_size(args.model)
+    config = FinetuneConfig(
+        model_name=args.model,
+        pretrained=args.pretrained,
+        image_size=image_size,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps,
+        grad_clip_norm=args.grad_clip,
+        seed=args.seed,
+        max_minutes=args.max_minutes,
+        checkpoint_every_steps=args.checkpoint_every,
+        device=str(device),
+    )
+    create_clip_model(args.model, args.pretrained, image_size)  # fail on a bad model before reading the data
+    frames = load_frames(args.data, image_size, args.max_frames, show_progress=not args.no_progress)
+    split = split_by_episode(frames.episodes, args.val_fraction, args.seed, str(args.data))
+    held_out = split.held_out_mask(frames.episodes)
+    data = DataInfo(
+        str(args.data.resolve()), dataset_fingerprint(args.data), frames.input_size, split, args.val_fraction
+    )
+    num_episodes = len(np.unique(frames.episodes))
+    print(
+        f"{len(frames)} frames from {num_episodes} episodes: {int((~held_out).sum())} train, "
+        f"{int(held_out.sum())} held out ({len(split.held_out)} episodes); {args.model} at {image_size} px",
+        flush=True,
+    )
+    finetuner = Finetuner(
+        config, frames.subset(~held_out), frames.subset(held_out), data, args.out, resume=args.resume, logdir=logdir
+    )
+    del frames
+    result = finetuner.run(show_progress=not args.no_progress)
+    validation = result["validation"]
+    status = " (stopped at --max-minutes)" if result["stopped_early"] else ""
+    print(
+        f"{result['steps']}/{result['total_steps']} steps in {result['wall_s'] / 60:.1f} min{status}; held-out "
+        f"(up to {config.val_max_frames} frames): AUC {validation.get('auc', float('nan')):.3f}, "
+        f"top-1 {validation.get('top1', float('nan')):.3f}"
+    )
+    print(f"checkpoint: {args.out}  (TensorBoard: {logdir})")
+    print(f"full evaluation: found-rl clip evaluate --data {args.data} --checkpoint {args.out}")
+    print(f"serve it: found-rl serve --clip openclip --clip-option checkpoint={args.out}")
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    _check_data(args.data)
+    import torch
+
+    from found_rl.clip.data import load_frames
+    from found_rl.clip.evaluate import evaluate, held_out_scope
+    from vlm_server.backends.clip import OpenClipScorer
+
+    device = _device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    scorer = OpenClipScorer(checkpoint=str(args.checkpoint), device=str(device))
+    scorer.load()
+    from vlm_server.clip_checkpoint import read_checkpoint
+
+    training = read_checkpoint(args.checkpoint).training
+    frames = load_frames(args.data, scorer.model_side, args.max_frames, show_progress=not args.no_progress)
+    if frames.input_size != scorer.image_hw[0]:
+        raise ValueError(
+            f"--data {args.data}: BEVs are {frames.input_size} px, "
+            f"the checkpoint was trained on {scorer.image_hw[0]} px"
+        )
+    scored, scope = held_out_scope(frames, training, args.data)
+    result = evaluate(scorer, frames, scored, scope, show_progress=not args.no_progress)
+    if args.json:
+        report = result.quality.to_json()
+        report["scope"] = scope
+        report["prior"] = None if result.prior is None else {"auc": result.prior.auc, "top1": result.prior.top1}
+        json.dump(report, sys.stdout, indent=2)
+        print()
+        return 0
+    _print_report(args.checkpoint, result)
+    return 0
+
+
+def _print_report(checkpoint: Path, result) -> None:
+    quality, prior = result.quality, result.prior
+    print(f"{checkpoint}: {quality.frames} frames, {result.scope}")
+    print(
+        f"  AUC (bonus, expert vs actions outside N(a)): {quality.auc:.3f}   "
+        f"on the raw margin: {quality.auc_margin:.3f}"
+    )
+    print(f"  top-1 (30-way): {quality.top1:.3f}   argmax in N(a): {quality.top1_neighbourhood:.3f}")
+    if prior is not None:
+        print(f"  image-blind prior (training action frequencies per command and speed): AUC {prior.auc:.3f}, "
+              f"top-1 {prior.top1:.3f}")
+    print("  per command (top-1, frames):")
+    for command, top1 in quality.per_command_top1.items():
+        print(f"    {command:<34} {top1:.3f}  {quality.per_command_frames[command]}")
+    for name, dist in (("expert", quality.bonus_expert), ("far", quality.bonus_far)):
+        q = dist.quantiles
+        print(
+            f"  bonus, {name:<6} actions: mean {dist.mean:+.3f} std {dist.std:.3f}  "
+            f"p05 {q['p05']:+.3f} p50 {q['p50']:+.3f} p95 {q['p95']:+.3f}  at +0.25: {dist.at_max:.2f}  "
+            f"at -0.25: {dist.at_min:.2f}"
+        )

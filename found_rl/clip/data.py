@@ -1,0 +1,228 @@
+"""Expert shards as CLIP training frames: BEV images at the model's side, caption ids, episodes.
+
+Only the ``png``, ``txt`` and ``json`` members are read (the masks and chat are not needed).
+Every caption must be one of the 720 METHOD §3 anchors, so a frame's caption id also gives the
+(command, speed bin) group the scorer conditions on and the expert's action among its 30.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
+from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
+from vlm_server.clip_preprocess import resize_area
+
+CAPTION_IDS: dict[str, int] = {caption: index for index, caption in enumerate(anchor_captions())}
+RESIZE_CHUNK = 512
+
+
+@dataclass(frozen=True)
+class ClipFrames:
+    """Frames of an expert dataset.
+
+    Attributes:
+        images: ``[N, S, S, 3]`` uint8 RGB BEV, area-resized to the model's side S.
+        caption_ids: ``[N]`` int64 index into ``anchor_captions()`` (the expert action's caption).
+        episodes: ``[N]`` int64 episode index of each frame (the unit of the held-out split).
+        input_size: side of the BEV images in the shards (what a client sends the server), px.
+    """
+
+    images: np.ndarray
+    caption_ids: np.ndarray
+    episodes: np.ndarray
+    input_size: int
+
+    def __len__(self) -> int:
+        return len(self.caption_ids)
+
+    @property
+    def groups(self) -> np.ndarray:
+        """``[N]`` (command, speed bin) group of each frame: ``command_row * 4 + speed_bin``."""
+        return self.caption_ids // NUM_ACTIONS
+
+    @property
+    def command_rows(self) -> np.ndarray:
+        return self.caption_ids // (NUM_ACTIONS * len(SPEED_PHRASES))
+
+    @property
+    def action_ids(self) -> np.ndarray:
+        """``[N]`` the expert action's anchor in ``[0, 30)``."""
+        return self.caption_ids % NUM_ACTIONS
+
+    def subset(self, mask: np.ndarray) -> ClipFrames:
+        return ClipFrames(self.images[mask], self.caption_ids[mask], self.episodes[mask], self.input_size)
+
+
+def cache_root() -> Path:
+    """``$FOUND_RL_CACHE/clip-frames`` (default ``~/.cache/found-rl/clip-frames``)."""
+    return Path(os.environ.get("FOUND_RL_CACHE", Path.home() / ".cache" / "found-rl")) / "clip-frames"
+
+
+def load_frames(
+    directory: str | Path,
+    image_size: int,
+    max_frames: int | None = None,
+    show_progress: bool = True,
+    use_cache: bool = True,
+) -> ClipFrames:
+    """Read an expert dataset (``found-rl expert collect --out``) for CLIP, decoded once and cached.
+
+    Decoding tens of thousands of PNGs takes minutes on a loaded CPU, and fine-tuning and
+    evaluation read the same frames: the decoded, resized arrays are kept under
+    ``cache_root()``, keyed by the manifest's hash, the image size and ``max_frames``.
+
+    Args:
+        directory: the dataset folder (with ``manifest.json``).
+        image_size: the model's input side; BEVs are area-resized to it.
+        max_frames: read only the first this many frames (quick runs).
+        show_progress: draw a progress bar.
+        use_cache: read and write the cache (off: always decode the shards).
+
+    Raises:
+        FileNotFoundError: no manifest, or a shard it lists is missing (named).
+        ValueError: an empty dataset, a corrupt shard, a sample without image, caption or
+            episode, or a caption that is not one of the 720 anchors (shard and key named).
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    fingerprint = hashlib.sha256((directory / MANIFEST_NAME).read_bytes()).hexdigest()[:16]
+    cache = cache_root() / f"{fingerprint}-{image_size}px-{max_frames or 'all'}"
+    if use_cache and (cache / "meta.json").is_file():
+        meta = json.loads((cache / "meta.json").read_text())
+        return ClipFrames(
+            np.load(cache / "images.npy"),
+            np.load(cache / "caption_ids.npy"),
+            np.load(cache / "episodes.npy"),
+            int(meta["input_size"]),
+        )
+    frames = _decode_dataset(directory, manifest, image_size, max_frames, show_progress)
+    if use_cache:
+        _write_cache(cache, frames)
+    return frames
+
+
+def _write_cache(cache: Path, frames: ClipFrames) -> None:
+    """Write the arrays into a temporary folder and rename it into place (never half a cache)."""
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        np.save(tmp / "images.npy", frames.images)
+        np.save(tmp / "caption_ids.npy", frames.caption_ids)
+        np.save(tmp / "episodes.npy", frames.episodes)
+        (tmp / "meta.json").write_text(json.dumps({"input_size": frames.input_size}))
+        os.replace(tmp, cache)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # the cache is an optimisation: a failure costs only time
+
+
+def _decode_dataset(
+    directory: Path, manifest: dict, image_size: int, max_frames: int | None, show_progress: bool
+) -> ClipFrames:
+    from tqdm import tqdm
+
+    shards = manifest.get("shards") or []
+    total = sum(int(shard.get("samples", 0)) for shard in shards)
+    if total == 0:
+        raise ValueError(f"--data {directory}: the dataset has no samples (manifest lists {len(shards)} shards)")
+    wanted = total if max_frames is None else min(total, max_frames)
+    images = np.empty((wanted, image_size, image_size, 3), np.uint8)
+    caption_ids = np.empty(wanted, np.int64)
+    episodes = np.empty(wanted, np.int64)
+    pending: list[np.ndarray] = []
+    input_size: int | None = None
+    count = 0
+    with tqdm(total=wanted, unit="frame", desc="load", disable=not show_progress) as bar:
+        for shard in shards:
+            path = directory / shard["name"]
+            if not path.is_file():
+                raise FileNotFoundError(f"shard {path} is listed in the manifest but missing")
+            for key, members in iter_members(path):
+                image, caption_ids[count], episodes[count] = _decode(path, key, members)
+                if input_size is None:
+                    input_size = image.shape[0]
+                if image.shape != (input_size, input_size, 3):
+                    raise ValueError(
+                        f"shard {path}: sample {key}: BEV is {image.shape[1]}x{image.shape[0]}, "
+                        f"the dataset's first was {input_size}x{input_size}"
+                    )
+                pending.append(image)
+                count += 1
+                if len(pending) == RESIZE_CHUNK or count == wanted:
+                    images[count - len(pending) : count] = resize_area(np.stack(pending), image_size).numpy()
+                    bar.update(len(pending))
+                    pending = []
+                if count == wanted:
+                    break
+            if count == wanted:
+                break
+    if count < wanted:
+        raise ValueError(f"--data {directory}: manifest promises {total} samples, the shards hold {count}")
+    assert input_size is not None
+    return ClipFrames(images, caption_ids, episodes, input_size)
+
+
+def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray, int, int]:
+    """``(RGB image, caption id, episode)`` of one sample; errors name the shard and key."""
+    where = f"shard {path}: sample {key}"
+    missing = {"png", "txt", "json"} - set(members)
+    if missing:
+        raise ValueError(f"{where}: lacks members {sorted(missing)}")
+    bgr = cv2.imdecode(np.frombuffer(members["png"], np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError(f"{where}: png is not a readable image")
+    try:
+        caption = members["txt"].decode()
+    except UnicodeDecodeError:
+        raise ValueError(f"{where}: txt is not UTF-8 text") from None
+    caption_id = CAPTION_IDS.get(caption.strip())
+    if caption_id is None:
+        raise ValueError(
+            f"{where}: caption {caption[:120]!r} is not one of the 720 METHOD §3 anchors "
+            "(template: 'Command is to {cmd}. {spd}. Action behavior: The car is {lon} and {lat}.')"
+        )
+    try:
+        episode = int(json.loads(members["json"])["meta"]["episode"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{where}: json has no integer meta.episode") from None
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode
+
+
+@dataclass(frozen=True)
+class EpisodeSplit:
+    """Which episodes are held out (never trained on)."""
+
+    held_out: tuple[int, ...]
+
+    def held_out_mask(self, episodes: np.ndarray) -> np.ndarray:
+        return np.isin(episodes, np.asarray(self.held_out, dtype=np.int64))
+
+
+def split_by_episode(episodes: np.ndarray, held_out_fraction: float, seed: int, source: str) -> EpisodeSplit:
+    """Hold out a random ``held_out_fraction`` of the episodes (at least one, never all).
+
+    Splitting frames instead would put near-identical neighbouring frames on both sides and
+    measure memory, not generalisation.
+
+    Raises:
+        ValueError: fewer than two episodes (``source`` names the data), or a fraction outside (0, 1).
+    """
+    if not 0.0 < held_out_fraction < 1.0:
+        raise ValueError(f"--val-fraction must be in (0, 1), got {held_out_fraction}")
+    unique = np.unique(episodes)
+    if len(unique) < 2:
+        raise ValueError(
+            f"--data {source}: {len(unique)} episode(s): a held-out split by episode needs at least 2 "
+            "(collect more steps, or shorter episodes)"
+        )
+    count = min(len(unique) - 1, max(1, round(held_out_fraction * len(unique))))
+    held_out = np.random.default_rng(seed).choice(unique, size=count, replace=False)
+    return EpisodeSplit(tuple(sorted(int(e) for e in held_out)))

@@ -1,0 +1,277 @@
+"""Contrastive fine-tuning of an open_clip model on expert BEV frames (METHOD §3).
+
+open_clip's recipe: AdamW (no weight decay on gains, biases and the temperature), linear
+warm-up then cosine decay, gradient-norm clipping, the temperature clamped at 100, bf16
+autocast on a GPU. The loss is caption-aware (``found_rl.clip.loss``), and each step encodes
+only the batch's distinct captions. The held-out episodes are scored after every epoch.
+Checkpoints are written atomically every ``checkpoint_every_steps`` and at the end; a run
+resumes from its own checkpoint at the same step, with the same batches.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from found_rl.atomic import replaced_atomically
+from found_rl.clip.data import ClipFrames, EpisodeSplit
+from found_rl.clip.evaluate import caption_tokens, model_probabilities
+from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions
+from found_rl.clip.model import ClipModel, create_clip_model
+from found_rl.clip.quality import reward_quality
+from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_preprocess import normalise
+
+MAX_LOGIT_SCALE = math.log(100.0)
+
+# TensorBoard tags (renaming one is a breaking change; the x-axis is the optimiser step)
+TAG_LOSS = "losses/clip_loss"
+TAG_LEARNING_RATE = "charts/learning_rate"
+TAG_LOGIT_SCALE = "charts/logit_scale"
+TAG_IMAGES_PER_S = "perf/images_per_s"
+TAG_EVAL_AUC = "eval/auc"
+TAG_EVAL_TOP1 = "eval/top1"
+TAGS = (TAG_LOSS, TAG_LEARNING_RATE, TAG_LOGIT_SCALE, TAG_IMAGES_PER_S, TAG_EVAL_AUC, TAG_EVAL_TOP1)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Hyperparameters of one fine-tuning run."""
+
+    model_name: str
+    """a found-rl small config or an open_clip architecture"""
+    pretrained: str | None
+    """open_clip tag, weights file or found-rl checkpoint; None trains from scratch"""
+    image_size: int
+    """the model's input side, px (BEVs are area-resized to it)"""
+    epochs: int = 6
+    batch_size: int = 128
+    lr: float = 2e-3
+    """peak learning rate (small models from scratch; use ~1e-5 for a pretrained ViT-B-16)"""
+    weight_decay: float = 0.1
+    warmup_steps: int = 100
+    grad_clip_norm: float = 1.0
+    seed: int = 0
+    max_minutes: float | None = None
+    """stop (and save) after this much wall time, whatever the epoch"""
+    checkpoint_every_steps: int = 500
+    val_max_frames: int = 4096
+    """held-out frames scored after each epoch (the full held-out set is `clip evaluate`'s job)"""
+    log_every_steps: int = 20
+    device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """Where the frames came from and how they were split (recorded for evaluate and resume)."""
+
+    path: str
+    sha256: str
+    input_size: int
+    split: EpisodeSplit
+    val_fraction: float
+
+
+def learning_rate(step: int, total_steps: int, config: FinetuneConfig) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to 0 at ``total_steps`` (open_clip's schedule)."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))) * config.lr
+
+
+def make_optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.optim.AdamW:
+    """AdamW with open_clip's exclusions: no decay on 1-d parameters (gains, biases) or the temperature."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        is_excluded = parameter.ndim < 2 or "logit_scale" in name or name.endswith(".bias")
+        (no_decay if is_excluded else decay).append(parameter)
+    return torch.optim.AdamW(
+        [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": config.weight_decay}],
+        lr=config.lr,
+        betas=(0.9, 0.98),
+        eps=1e-6,
+    )
+
+
+def epoch_order(num_frames: int, seed: int, epoch: int) -> np.ndarray:
+    """The frame order of an epoch (a function of seed and epoch, so a resumed run replays it)."""
+    return np.random.default_rng([seed, epoch]).permutation(num_frames)
+
+
+class Finetuner:
+    """Trains one model on ``train`` frames and validates on ``held_out`` frames."""
+
+    def __init__(
+        self,
+        config: FinetuneConfig,
+        train: ClipFrames,
+        held_out: ClipFrames,
+        data: DataInfo,
+        out: Path,
+        resume: bool = False,
+        logdir: Path | None = None,
+    ) -> None:
+        if len(train) < config.batch_size:
+            raise ValueError(
+                f"--batch-size {config.batch_size}: larger than the {len(train)} training frames"
+            )
+        self.config, self.train_frames, self.held_out, self.data, self.out = config, train, held_out, data, out
+        self.device = torch.device(config.device)
+        torch.manual_seed(config.seed)
+        self.clip: ClipModel = create_clip_model(config.model_name, config.pretrained, config.image_size)
+        self.model = self.clip.model.to(self.device)
+        self.tokens = caption_tokens(text_tokenizer(self.clip.model_cfg)).to(self.device)
+        self.optimizer = make_optimizer(self.model, config)
+        self.steps_per_epoch = len(train) // config.batch_size
+        self.total_steps = config.epochs * self.steps_per_epoch
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+        if resume:
+            self._resume()
+        self.logdir = logdir
+
+    def _resume(self) -> None:
+        checkpoint = read_checkpoint(self.out)
+        training = checkpoint.training
+        mine = asdict(self.config)
+        theirs = training.get("config", {})
+        for key in ("model_name", "image_size", "batch_size", "seed", "epochs"):
+            if theirs.get(key) != mine[key]:
+                raise ValueError(
+                    f"--resume: {self.out} was trained with {key}={theirs.get(key)!r}, this run has {mine[key]!r}"
+                )
+        if training.get("data_sha256") != self.data.sha256:
+            raise ValueError(f"--resume: {self.out} was trained on other data than --data {self.data.path}")
+        self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
+        self.optimizer.load_state_dict(training["optimizer"])
+        self.step = int(training["step"])
+        self.history = list(training.get("history", []))
+
+    def run(self, show_progress: bool = True) -> dict[str, Any]:
+        """Train to the end (or the time limit); returns the last validation and timing."""
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        config = self.config
+        writer = SummaryWriter(str(self.logdir)) if self.logdir is not None else None
+        started = time.perf_counter()
+        last_log = (started, self.step)
+        stopped_early = False
+        validation: dict[str, float] = {}
+        bar = tqdm(total=self.total_steps, initial=self.step, unit="step", desc="finetune", disable=not show_progress)
+        try:
+            while self.step < self.total_steps:
+                epoch, offset = divmod(self.step, self.steps_per_epoch)
+                order = epoch_order(len(self.train_frames), config.seed, epoch)
+                start = offset * config.batch_size
+                batch = np.sort(order[start : start + config.batch_size])
+                loss, logit_scale = self._train_step(batch)
+                self.step += 1
+                bar.update(1)
+                if writer is not None and self.step % config.log_every_steps == 0:
+                    now = time.perf_counter()
+                    images_per_s = (self.step - last_log[1]) * config.batch_size / max(1e-9, now - last_log[0])
+                    last_log = (now, self.step)
+                    writer.add_scalar(TAG_LOSS, loss, self.step)
+                    writer.add_scalar(TAG_LEARNING_RATE, self.optimizer.param_groups[0]["lr"], self.step)
+                    writer.add_scalar(TAG_LOGIT_SCALE, logit_scale, self.step)
+                    writer.add_scalar(TAG_IMAGES_PER_S, images_per_s, self.step)
+                bar.set_postfix(loss=f"{loss:.3f}", **{k: f"{v:.3f}" for k, v in validation.items()})
+                is_epoch_end = self.step % self.steps_per_epoch == 0
+                is_over_time = (
+                    config.max_minutes is not None and time.perf_counter() - started > config.max_minutes * 60.0
+                )
+                if is_epoch_end or is_over_time or self.step == self.total_steps:
+                    validation = self.validate()
+                    self.history.append({"step": self.step, "loss": loss, **validation})
+                    if writer is not None:
+                        writer.add_scalar(TAG_EVAL_AUC, validation["auc"], self.step)
+                        writer.add_scalar(TAG_EVAL_TOP1, validation["top1"], self.step)
+                if self.step % config.checkpoint_every_steps == 0 or is_epoch_end:
+                    self.save()
+                if is_over_time and self.step < self.total_steps:
+                    stopped_early = True
+                    break
+        finally:
+            bar.close()
+            if writer is not None:
+                writer.close()
+        self.save()
+        return {
+            "steps": self.step,
+            "total_steps": self.total_steps,
+            "stopped_early": stopped_early,
+            "wall_s": time.perf_counter() - started,
+            "validation": validation,
+        }
+
+    def _train_step(self, batch: np.ndarray) -> tuple[float, float]:
+        config = self.config
+        lr = learning_rate(self.step, self.total_steps, config)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        images = torch.from_numpy(self.train_frames.images[batch]).to(self.device)
+        caption_ids = torch.from_numpy(self.train_frames.caption_ids[batch]).to(self.device)
+        distinct, rows = distinct_captions(caption_ids)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            pixels = normalise(images, self.clip.mean, self.clip.std)
+            image_features = F.normalize(self.model.encode_image(pixels).float(), dim=-1)
+            text_features = F.normalize(self.model.encode_text(self.tokens[distinct]).float(), dim=-1)
+            logit_scale = self.model.logit_scale.exp()
+            loss = caption_aware_clip_loss(image_features, text_features, rows, logit_scale)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            self.model.logit_scale.clamp_(0, MAX_LOGIT_SCALE)
+        return float(loss.detach()), float(logit_scale.detach())
+
+    def validate(self) -> dict[str, float]:
+        """AUC and top-1 on (up to ``val_max_frames``) held-out frames."""
+        frames = self.held_out
+        if len(frames) > self.config.val_max_frames:
+            rng = np.random.default_rng(self.config.seed)
+            keep = rng.choice(len(frames), self.config.val_max_frames, replace=False)
+            frames = frames.subset(np.sort(keep))
+        probs = model_probabilities(self.model, self.tokens, frames, self.clip.mean, self.clip.std, self.device)
+        quality = reward_quality(probs, frames.action_ids, frames.command_rows)
+        return {"auc": quality.auc, "top1": quality.top1}
+
+    def checkpoint(self) -> ClipCheckpoint:
+        state_dict = {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
+        return ClipCheckpoint(
+            model_name=self.clip.model_name,
+            model_cfg=self.clip.model_cfg,
+            image_size=self.clip.image_size,
+            input_size=self.data.input_size,
+            mean=self.clip.mean,
+            std=self.clip.std,
+            anchors_sha256=anchors_sha256(),
+            state_dict=state_dict,
+            training={
+                "config": asdict(self.config),
+                "step": self.step,
+                "steps_per_epoch": self.steps_per_epoch,
+                "optimizer": self.optimizer.state_dict(),
+                "data": self.data.path,
+                "data_sha256": self.data.sha256,
+                "held_out_episodes": list(self.data.split.held_out),
+                "val_fraction": self.data.val_fraction,
+                "history": self.history,
+            },
+        )
+
+    def save(self) -> None:
+        with replaced_atomically(self.out) as tmp:
+            torch.save(self.checkpoint().to_dict(), tmp)

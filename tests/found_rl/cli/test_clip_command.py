@@ -1,0 +1,63 @@
+"""``found-rl clip``: user mistakes exit 2 naming the flag or file; a tiny finetune -> evaluate run."""
+
+import json
+
+import pytest
+
+from found_rl import cli
+from tests.found_rl.cli.test_bad_input import run_cli
+from tests.found_rl.clip.conftest import micro_model, write_dataset
+
+__all__ = ["micro_model"]  # the fixture, shared with tests/found_rl/clip
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_dataset(tmp_path / "data", episodes=4, frames_per_episode=12, side=32)
+    (tmp_path / "one").mkdir()
+    write_dataset(tmp_path / "one" / "data", episodes=1, frames_per_episode=12, side=32)
+    (tmp_path / "exists.pt").write_bytes(b"x")
+    return tmp_path
+
+
+FINETUNE = ["clip", "finetune", "--data", "data", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "exists.pt"], "--out exists.pt: exists; pass --resume"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "new.pt", "--resume"], "--resume: new.pt does not exist"),
+        ([*FINETUNE, "--model", "no-such-model", "--out", "m.pt"], "--model 'no-such-model': not one of"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--image-size", "72", "--out", "m.pt"], "--image-size 72"),
+        ([*FINETUNE, "--model", "found-rl-rn-tiny", "--image-size", "48", "--out", "m.pt"], "multiple of 32"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--lr", "nan"], "--lr"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--val-fraction", "1"], "--val-fraction"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--device", "cuda:7"], "--device cuda:7"),
+        (["clip", "finetune", "--data", "nowhere", "--model", "found-rl-vit-tiny", "--out", "m.pt"], "--data nowhere"),
+        (
+            ["clip", "finetune", "--data", "one/data", "--model", "found-rl-vit-tiny", "--out", "m.pt"]
+            + ["--no-progress"],
+            "1 episode(s): a held-out split by episode needs at least 2",
+        ),
+        (["clip", "evaluate", "--data", "data", "--checkpoint", "exists.pt"], "exists.pt: cannot be read"),
+        (["clip", "evaluate", "--data", "data", "--checkpoint", "missing.pt"], "missing.pt does not exist"),
+    ],
+)
+def test_mistakes_exit_2_naming_the_flag_or_file(data, capsys, argv, message):
+    code, err = run_cli(argv, capsys)
+    assert code == 2, err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 or "usage:" in err
+
+
+def test_finetune_then_evaluate_json(data, capsys, micro_model):
+    argv = [*FINETUNE, "--model", micro_model, "--out", "m.pt", "--epochs", "1", "--batch-size", "8"]
+    argv += ["--image-size", "16"]
+    assert cli.main(argv) == 0
+    assert "serve it: found-rl serve --clip openclip --clip-option checkpoint=m.pt" in capsys.readouterr().out
+    assert cli.main(["clip", "evaluate", "--data", "data", "--checkpoint", "m.pt", "--json", "--no-progress"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0.0 <= report["auc"] <= 1.0 and 0.0 <= report["top1"] <= 1.0
+    assert report["scope"].startswith("held-out episodes (1 of 4") and report["prior"] is not None

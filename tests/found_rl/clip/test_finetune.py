@@ -1,0 +1,106 @@
+"""Fine-tuning end to end on a synthetic dataset: checkpoint round trip, resume, the random model."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from found_rl.clip.data import load_frames, split_by_episode
+from found_rl.clip.evaluate import evaluate, held_out_scope, model_probabilities, scorer_probabilities
+from found_rl.clip.finetune import TAGS, DataInfo, FinetuneConfig, Finetuner, learning_rate
+from tests.found_rl.clip.conftest import write_dataset
+from vlm_server.backends.base import ClipItem
+from vlm_server.backends.clip import OpenClipScorer
+from vlm_server.clip_checkpoint import read_checkpoint
+
+
+def make_finetuner(
+    tmp_path: Path, model_name: str, epochs: int, resume: bool = False, logdir: Path | None = None, **overrides
+) -> Finetuner:
+    data = tmp_path / "data"
+    if not data.exists():
+        write_dataset(data, episodes=8, frames_per_episode=24, side=32)
+    frames = load_frames(data, 16, show_progress=False)
+    split = split_by_episode(frames.episodes, 0.25, seed=0, source=str(data))
+    held = split.held_out_mask(frames.episodes)
+    from found_rl.clip.evaluate import dataset_fingerprint
+
+    config = FinetuneConfig(
+        model_name, None, 16, epochs=epochs, batch_size=24, lr=5e-3, warmup_steps=5, **overrides
+    )
+    info = DataInfo(str(data), dataset_fingerprint(data), frames.input_size, split, 0.25)
+    return Finetuner(
+        config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt", resume=resume, logdir=logdir
+    )
+
+
+def test_schedule_warms_up_then_decays_to_zero():
+    config = FinetuneConfig("m", None, 16, lr=1.0, warmup_steps=10)
+    assert learning_rate(0, 100, config) == pytest.approx(0.1)
+    assert learning_rate(9, 100, config) == pytest.approx(1.0)
+    assert learning_rate(55, 100, config) == pytest.approx(0.5)
+    assert learning_rate(100, 100, config) == pytest.approx(0.0)
+
+
+def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_model):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    torch.manual_seed(0)
+    finetuner = make_finetuner(tmp_path, micro_model, epochs=1, logdir=tmp_path / "runs", log_every_steps=1)
+    result = finetuner.run(show_progress=False)
+    assert result["steps"] == result["total_steps"] == len(finetuner.train_frames) // 24
+    assert set(result["validation"]) == {"auc", "top1"}
+    events = EventAccumulator(str(tmp_path / "runs"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(TAGS)
+    # the served scorer, loaded from the checkpoint, gives the training-time probabilities
+    scorer = OpenClipScorer(checkpoint=str(tmp_path / "clip.pt"))
+    scorer.load()
+    assert scorer.image_hw == (32, 32) and scorer.model_side == 16
+    held = finetuner.held_out
+    trained = model_probabilities(
+        finetuner.model, finetuner.tokens, held, finetuner.clip.mean, finetuner.clip.std, torch.device("cpu")
+    )
+    np.testing.assert_allclose(scorer_probabilities(scorer, held), trained, atol=1e-5)
+    # and a served 32 px request is resized exactly as the dataset was
+    data_frames = load_frames(tmp_path / "data", 32, show_progress=False, use_cache=False)
+    row = data_frames.command_rows[0]
+    item = ClipItem("x", data_frames.images[0], int(row) + 1, 3.0, (0.0, 0.0))
+    served = scorer.anchor_probabilities([item])
+    small = load_frames(tmp_path / "data", 16, show_progress=False)
+    np.testing.assert_allclose(served, scorer.group_probabilities(small.images[:1], [row], [2]), atol=1e-6)
+
+
+def test_a_random_weight_model_scores_about_one_half(tmp_path, micro_model):
+    torch.manual_seed(1)
+    finetuner = make_finetuner(tmp_path, micro_model, epochs=1)
+    finetuner.save()  # step 0: the random initialisation
+    scorer = OpenClipScorer(checkpoint=str(tmp_path / "clip.pt"))
+    scorer.load()
+    frames = load_frames(tmp_path / "data", 16, show_progress=False)
+    scored, scope = held_out_scope(frames, read_checkpoint(tmp_path / "clip.pt").training, tmp_path / "data")
+    assert scope.startswith("held-out episodes (2 of 8")
+    result = evaluate(scorer, frames, scored, scope)
+    assert result.quality.auc == pytest.approx(0.5, abs=0.12)
+    assert result.prior is not None
+
+
+def test_resume_continues_at_the_saved_step_with_the_same_weights(tmp_path, micro_model):
+    torch.manual_seed(0)
+    straight = make_finetuner(tmp_path / "a", micro_model, epochs=2)
+    straight.run(show_progress=False)
+    torch.manual_seed(0)
+    first = make_finetuner(tmp_path / "b", micro_model, epochs=2, max_minutes=1e-9)  # stops after one step
+    assert first.run(show_progress=False)["steps"] == 1
+    resumed = make_finetuner(tmp_path / "b", micro_model, epochs=2, resume=True)
+    assert resumed.step == 1
+    resumed.run(show_progress=False)
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_resume_refuses_another_configuration(tmp_path, micro_model):
+    make_finetuner(tmp_path, micro_model, epochs=1).save()
+    with pytest.raises(ValueError, match="trained with epochs=1, this run has 3"):
+        make_finetuner(tmp_path, micro_model, epochs=3, resume=True)

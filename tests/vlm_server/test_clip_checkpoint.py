@@ -1,0 +1,92 @@
+"""found-rl CLIP checkpoints: what the server refuses (named), and the shared preprocessing."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from tests.vlm_server.conftest import TINY_CLIP_CONFIG
+from vlm_server.backends.clip import OpenClipScorer
+from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, build_model, read_checkpoint
+from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, resize_area
+
+
+def save(path, cfg=TINY_CLIP_CONFIG, name="tiny", image_size=32, input_size=64, **changes):
+    torch.manual_seed(0)
+    state_dict = build_model(cfg).state_dict()
+    checkpoint = ClipCheckpoint(
+        name, cfg, image_size, input_size, OPENAI_MEAN, OPENAI_STD, anchors_sha256(), state_dict
+    )
+    data = checkpoint.to_dict()
+    data.update(changes)
+    torch.save(data, path)
+    return path
+
+
+def load(path, **options):
+    scorer = OpenClipScorer(checkpoint=str(path), **options)
+    scorer.load()
+    return scorer
+
+
+def test_a_checkpoint_brings_its_model_sizes_and_normalisation(tmp_path):
+    scorer = load(save(tmp_path / "c.pt"))
+    assert scorer.model_name == "tiny" and scorer.image_hw == (64, 64) and scorer.model_side == 32
+    assert scorer.text_anchors.shape == (6, 4, 30, 16)
+    # the served scorer agrees with itself on the same image sent at 64 px and pre-resized to 32
+    image = np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
+    small = resize_area(image, 32).numpy()
+    np.testing.assert_allclose(
+        scorer.group_probabilities(image, [3], [2]), scorer.group_probabilities(small, [3], [2]), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "changes", "message"),
+    [
+        ({"model_name": "ViT-B-16"}, {}, r"holds a 'tiny' model, not model_name='ViT-B-16'"),
+        ({"image_size": 192}, {}, r"trained on 64 px BEV images \(resized to 32 px\), not image_size=192"),
+        ({}, {"anchors_sha256": "0" * 64}, r"trained on another caption anchor set"),
+        ({}, {"format": "something-else"}, r"format is 'something-else', expected 'found-rl-clip'"),
+        ({}, {"format_version": 9}, r"format_version 9"),
+    ],
+)
+def test_a_mismatched_checkpoint_is_refused_and_named(tmp_path, options, changes, message):
+    path = save(tmp_path / "c.pt", **changes)
+    with pytest.raises(ValueError, match=message) as error:
+        load(path, **options)
+    assert str(path) in str(error.value)
+
+
+def test_weights_of_another_architecture_are_refused(tmp_path):
+    other = copy.deepcopy(TINY_CLIP_CONFIG)
+    other["vision_cfg"]["width"] = 64
+    path = tmp_path / "c.pt"
+    save(path)
+    data = torch.load(path, weights_only=True)
+    torch.manual_seed(0)
+    data["state_dict"] = build_model(other).state_dict()
+    torch.save(data, path)
+    with pytest.raises(ValueError, match=r"c\.pt: weights do not fit its tiny config"):
+        load(path)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path):
+    path = tmp_path / "junk.pt"
+    path.write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match=r"junk\.pt: cannot be read as a torch file"):
+        read_checkpoint(path)
+    with pytest.raises(FileNotFoundError, match=r"missing\.pt"):
+        OpenClipScorer(checkpoint=str(tmp_path / "missing.pt"))
+    with pytest.raises(ValueError, match="give checkpoint or pretrained, not both"):
+        OpenClipScorer(checkpoint=str(save(tmp_path / "c.pt")), pretrained="openai")
+
+
+def test_resize_area_averages_blocks_and_keeps_the_native_size():
+    image = np.arange(16, dtype=np.uint8).reshape(1, 4, 4, 1).repeat(3, axis=3)
+    small = resize_area(image, 2).numpy()[0, :, :, 0]
+    np.testing.assert_array_equal(small, [[2, 4], [10, 12]])  # means 2.5, 4.5, 10.5, 12.5 round half to even
+    assert resize_area(image, 4).numpy().tobytes() == image.tobytes()
+    with pytest.raises(ValueError, match=r"expected \[B, H, W, 3\] uint8"):
+        resize_area(image[0], 2)

@@ -1,0 +1,198 @@
+"""The fine-tuned CLIP checkpoint: its contents, how it is read and checked, and the model it builds.
+
+One ``torch.save`` file holds everything a server needs to score with the model exactly as it
+was trained (``found-rl clip finetune`` writes it, the ``openclip`` backend reads it)::
+
+    format          "found-rl-clip", format_version 1
+    model_name      label of the architecture ("found-rl-vit-tiny", "ViT-B-16", ...)
+    model_cfg       the open_clip model config (embed_dim, vision_cfg, text_cfg, ...)
+    image_size      side of the model's input, px
+    input_size      side of the RGB BEV it was trained from (what clients send), px
+    mean, std       pixel normalisation
+    anchors_sha256  hash of the 720 METHOD §3 captions it was trained on
+    state_dict      the weights
+    training        optional: optimiser, schedule, progress, split (resuming only)
+
+A checkpoint is refused, with the file named, when its architecture, image size or caption
+anchors differ from what the server is asked to serve.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import pickle
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vlm_server.anchors import anchor_captions
+
+FORMAT = "found-rl-clip"
+FORMAT_VERSION = 1
+REQUIRED_FIELDS = (
+    "model_name", "model_cfg", "image_size", "input_size", "mean", "std", "anchors_sha256", "state_dict"
+)
+
+
+def anchors_sha256(captions: list[str] | None = None) -> str:
+    """Hash of the caption anchors (default: this version's 720 METHOD §3 captions)."""
+    text = "\n".join(anchor_captions() if captions is None else captions)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ClipCheckpoint:
+    """A fine-tuned open_clip model and the preprocessing it was trained with (see module doc)."""
+
+    model_name: str
+    model_cfg: dict[str, Any]
+    image_size: int
+    input_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    anchors_sha256: str
+    state_dict: dict[str, torch.Tensor]
+    training: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "model_name": self.model_name,
+            "model_cfg": self.model_cfg,
+            "image_size": self.image_size,
+            "input_size": self.input_size,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "anchors_sha256": self.anchors_sha256,
+            "state_dict": self.state_dict,
+            "training": self.training,
+        }
+
+
+def read_checkpoint(path: str | Path) -> ClipCheckpoint:
+    """Load and check a checkpoint file (on the CPU).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a found-rl CLIP checkpoint, or a field is missing; the message names the file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"CLIP checkpoint {path} does not exist")
+    if not path.is_file():
+        raise ValueError(f"CLIP checkpoint {path}: is not a file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, OSError) as exc:
+        raise ValueError(f"CLIP checkpoint {path}: cannot be read as a torch file ({_first_line(exc)})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(
+            f"CLIP checkpoint {path}: format is {found!r}, expected {FORMAT!r} "
+            "(written by `found-rl clip finetune`; a plain open_clip weights file goes in pretrained=)"
+        )
+    if data.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"CLIP checkpoint {path}: format_version {data.get('format_version')!r}, this server reads {FORMAT_VERSION}"
+        )
+    missing = [key for key in REQUIRED_FIELDS if key not in data]
+    if missing:
+        raise ValueError(f"CLIP checkpoint {path}: lacks {missing}")
+    return ClipCheckpoint(
+        model_name=str(data["model_name"]),
+        model_cfg=dict(data["model_cfg"]),
+        image_size=int(data["image_size"]),
+        input_size=int(data["input_size"]),
+        mean=tuple(float(v) for v in data["mean"]),
+        std=tuple(float(v) for v in data["std"]),
+        anchors_sha256=str(data["anchors_sha256"]),
+        state_dict=dict(data["state_dict"]),
+        training=dict(data.get("training") or {}),
+    )
+
+
+def check_compatible(
+    checkpoint: ClipCheckpoint, path: str | Path, model_name: str | None, image_size: int | None
+) -> None:
+    """Refuse a checkpoint that is not the model, image size or anchor set the server expects.
+
+    Args:
+        checkpoint: the loaded checkpoint.
+        path: its file (named in errors).
+        model_name: the architecture the server was told to serve, or None for "whatever it holds".
+        image_size: the side of the images clients will send, or None for the checkpoint's own.
+    """
+    if model_name is not None and model_name != checkpoint.model_name:
+        raise ValueError(
+            f"CLIP checkpoint {path} holds a {checkpoint.model_name!r} model, not model_name={model_name!r} "
+            "(drop model_name or pass the checkpoint's)"
+        )
+    if image_size is not None and image_size != checkpoint.input_size:
+        raise ValueError(
+            f"CLIP checkpoint {path} was trained on {checkpoint.input_size} px BEV images "
+            f"(resized to {checkpoint.image_size} px), not image_size={image_size}"
+        )
+    if checkpoint.anchors_sha256 != anchors_sha256():
+        raise ValueError(
+            f"CLIP checkpoint {path} was trained on another caption anchor set "
+            f"(sha256 {checkpoint.anchors_sha256[:12]}…, this server's 720 METHOD §3 anchors are "
+            f"{anchors_sha256()[:12]}…): fine-tune it again on data captioned by this version"
+        )
+
+
+def build_model(model_cfg: dict[str, Any]) -> torch.nn.Module:
+    """A randomly initialised open_clip model from its config (as ``open_clip.create_model`` builds it)."""
+    import open_clip
+
+    cfg = copy.deepcopy(model_cfg)
+    is_custom_text = bool(cfg.pop("custom_text", False)) or "hf_model_name" in cfg.get("text_cfg", {})
+    try:
+        return open_clip.CustomTextCLIP(**cfg) if is_custom_text else open_clip.CLIP(**cfg)
+    except TypeError as exc:
+        raise ValueError(f"model_cfg: not an open_clip CLIP config ({exc})") from None
+
+
+def load_model(checkpoint: ClipCheckpoint, path: str | Path) -> torch.nn.Module:
+    """The checkpoint's model with its weights, in eval mode on the CPU.
+
+    Raises:
+        ValueError: the weights do not fit the architecture (names the file and the first keys).
+    """
+    model = build_model(checkpoint.model_cfg)
+    try:
+        result = model.load_state_dict(checkpoint.state_dict, strict=False)
+    except RuntimeError as exc:  # a tensor of another shape
+        raise ValueError(
+            f"CLIP checkpoint {path}: weights do not fit its {checkpoint.model_name} config ({_first_line(exc)})"
+        ) from None
+    problems = []
+    if result.missing_keys:
+        problems.append(f"missing {result.missing_keys[:3]}")
+    if result.unexpected_keys:
+        problems.append(f"unexpected {result.unexpected_keys[:3]}")
+    if problems:
+        raise ValueError(
+            f"CLIP checkpoint {path}: weights do not fit its {checkpoint.model_name} config ({'; '.join(problems)})"
+        )
+    return model.eval()
+
+
+def text_tokenizer(model_cfg: dict[str, Any]) -> Any:
+    """The tokenizer the model's text tower was built for (context length from its config)."""
+    import open_clip
+
+    text_cfg = model_cfg.get("text_cfg", {})
+    context_length = int(text_cfg.get("context_length", 77))
+    if text_cfg.get("hf_tokenizer_name"):
+        return open_clip.HFTokenizer(text_cfg["hf_tokenizer_name"], context_length=context_length)
+    return open_clip.SimpleTokenizer(context_length=context_length)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
