@@ -31,3 +31,9 @@ def kernel(signature: str) -> Callable[[F], F]:
             return numba.njit(signature, nogil=True)(function)
 
     return compile_
+
+
+def helper(function: F) -> F:
+    """A function the kernels call (compiled into each caller, for the caller's types; as the
+    kernels compile at import, it must be defined above them)."""
+    return numba.njit(inline="always")(function)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import shapely
 
-from found_rl.jit import kernel
+from found_rl.jit import helper, kernel
 from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
 
 
@@ -150,20 +150,26 @@ def crossed_segments(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np
     return crossing_indices(x0, y0, x1, y1, lines)
 
 
+@helper
+def _crosses(x0: float, y0: float, x1: float, y1: float, ax: float, ay: float, bx: float, by: float) -> bool:
+    """Whether ``(x0, y0) -> (x1, y1)`` crosses ``(ax, ay) -> (bx, by)``: the ends of each lie
+    on opposite sides of (or on) the other, and the moving point does not stay on the line's
+    side (``side_p0 != side_p1``: sliding along the line is no crossing)."""
+    side_p0 = (bx - ax) * (y0 - ay) - (by - ay) * (x0 - ax)
+    side_p1 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+    side_a = (x1 - x0) * (ay - y0) - (y1 - y0) * (ax - x0)
+    side_b = (x1 - x0) * (by - y0) - (y1 - y0) * (bx - x0)
+    return side_p0 * side_p1 <= 0 and side_p0 != side_p1 and side_a * side_b <= 0
+
+
 @kernel("int64[::1](float64, float64, float64, float64, float64[:, ::1])")
 def crossing_indices(x0: float, y0: float, x1: float, y1: float, lines: np.ndarray) -> np.ndarray:
     """Ascending indices of the ``lines`` (rows ``ax, ay, bx, by``) that ``(x0, y0) -> (x1, y1)``
-    crosses: the ends of each lie on opposite sides of (or on) the other, and the moving point
-    does not stay on the line's side (``side_p0 != side_p1``)."""
+    crosses (see :func:`_crosses`)."""
     found = np.empty(len(lines), np.int64)
     count = 0
     for i in range(len(lines)):
-        ax, ay, bx, by = lines[i, 0], lines[i, 1], lines[i, 2], lines[i, 3]
-        side_p0 = (bx - ax) * (y0 - ay) - (by - ay) * (x0 - ax)
-        side_p1 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
-        side_a = (x1 - x0) * (ay - y0) - (y1 - y0) * (ax - x0)
-        side_b = (x1 - x0) * (by - y0) - (y1 - y0) * (bx - x0)
-        if side_p0 * side_p1 <= 0 and side_p0 != side_p1 and side_a * side_b <= 0:
+        if _crosses(x0, y0, x1, y1, lines[i, 0], lines[i, 1], lines[i, 2], lines[i, 3]):
             found[count] = i
             count += 1
     return found[:count].copy()
@@ -295,19 +301,18 @@ RED_LIGHT_LINE_FRACTION = 0.8
 is 0.4 lane widths either side of the lane centre)."""
 
 
-def ego_tail_segment(ego: EgoState) -> tuple[np.ndarray, np.ndarray]:
+def ego_tail_segment(ego: EgoState) -> tuple[tuple[float, float], tuple[float, float]]:
     """The leaderboard's tail segment of the ego: ``(near, far)`` points behind its centre."""
     yaw = math.radians(ego.yaw_deg)
-    forward = np.array([math.cos(yaw), math.sin(yaw)])
+    cos, sin = math.cos(yaw), math.sin(yaw)
+    x, y = ego.xy.tolist()
     half_length = float(ego.half_extent[0])
-    xy = np.asarray(ego.xy, dtype=np.float64)
-    near = xy - RED_LIGHT_TAIL_NEAR * half_length * forward
-    far = xy - (half_length + RED_LIGHT_TAIL_BEYOND_M) * forward
-    return near, far
+    near_m, far_m = RED_LIGHT_TAIL_NEAR * half_length, half_length + RED_LIGHT_TAIL_BEYOND_M
+    return (x - near_m * cos, y - near_m * sin), (x - far_m * cos, y - far_m * sin)
 
 
 def tail_crossed_lines(
-    tail_near_before: np.ndarray, ego: EgoState, stop_lines: StopLines, map_geometry: MapGeometry
+    tail_near_before: tuple[float, float], ego: EgoState, stop_lines: StopLines, map_geometry: MapGeometry
 ) -> np.ndarray:
     """Indices of ``stop_lines`` the ego's tail is crossing, CARLA leaderboard style.
 
@@ -316,17 +321,51 @@ def tail_crossed_lines(
     lane runs the way the ego faces. A run is decided by the rear, not the front: stopping with
     the bumper over the line is no run, and entering on yellow but crossing with the tail on
     red is. At 10 Hz a fast ego's tail segment can jump a line between two snapshots, so the
-    motion of the segment's near end over the step counts as well.
+    motion of the segment's near end over the step (from ``tail_near_before``) counts as well.
     """
     if len(stop_lines) == 0:
         return _NO_INDICES
-    near, far = ego_tail_segment(ego)
-    segments = np.asarray(stop_lines.segments, dtype=np.float64).reshape(-1, 2, 2)
-    middle = segments.mean(axis=1, keepdims=True)
-    lines = middle + RED_LIGHT_LINE_FRACTION * (segments - middle)
-    crossed = np.union1d(crossed_segments(far, near, lines), crossed_segments(tail_near_before, near, lines))
+    (near_x, near_y), (far_x, far_y) = ego_tail_segment(ego)
+    crossed = tail_crossing_indices(
+        tail_near_before[0],
+        tail_near_before[1],
+        near_x,
+        near_y,
+        far_x,
+        far_y,
+        np.ascontiguousarray(stop_lines.segments, dtype=np.float64).reshape(-1, 4),
+        RED_LIGHT_LINE_FRACTION,
+    )
     yaw = math.radians(ego.yaw_deg)
-    return _along_lanes(crossed.astype(np.int64), np.array([math.cos(yaw), math.sin(yaw)]), stop_lines, map_geometry)
+    return _along_lanes(crossed, np.array([math.cos(yaw), math.sin(yaw)]), stop_lines, map_geometry)
+
+
+@kernel("int64[::1](float64, float64, float64, float64, float64, float64, float64[:, ::1], float64)")
+def tail_crossing_indices(
+    before_x: float,
+    before_y: float,
+    near_x: float,
+    near_y: float,
+    far_x: float,
+    far_y: float,
+    lines: np.ndarray,
+    fraction: float,
+) -> np.ndarray:
+    """Ascending indices of the ``lines`` (rows ``ax, ay, bx, by``), shrunk to ``fraction`` of
+    their length about their middle, that the tail segment ``far -> near`` or the near end's
+    motion ``before -> near`` crosses."""
+    found = np.empty(len(lines), np.int64)
+    count = 0
+    for i in range(len(lines)):
+        middle_x, middle_y = 0.5 * (lines[i, 0] + lines[i, 2]), 0.5 * (lines[i, 1] + lines[i, 3])
+        ax, ay = middle_x + fraction * (lines[i, 0] - middle_x), middle_y + fraction * (lines[i, 1] - middle_y)
+        bx, by = middle_x + fraction * (lines[i, 2] - middle_x), middle_y + fraction * (lines[i, 3] - middle_y)
+        if _crosses(far_x, far_y, near_x, near_y, ax, ay, bx, by) or _crosses(
+            before_x, before_y, near_x, near_y, ax, ay, bx, by
+        ):
+            found[count] = i
+            count += 1
+    return found[:count].copy()
 
 
 def stop_zone_mask(

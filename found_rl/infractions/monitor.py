@@ -112,7 +112,7 @@ class InfractionMonitor:
         self._area: DrivableArea | None = None
         self._lane_family: frozenset[str] = frozenset()
         self._front = np.zeros(2)
-        self._tail_near = np.zeros(2)
+        self._tail_near = (0.0, 0.0)
         self._last_red_light: str | None = None
         self._time_s = 0.0
         self._distance_m = 0.0
