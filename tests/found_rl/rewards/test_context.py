@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from found_rl.rewards import Hazards, reward_hazards
 from found_rl.testing import snapshot
 
