@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from found_rl.bench.load import describe_load, load_average, numpy_call_us
 from found_rl.cli.argtypes import finite_float
 
 TARGET_STEPS_PER_S = 1500.0
@@ -266,24 +267,6 @@ def _reset_stats(wall_ms: list[float], cpu_ms: list[float]) -> dict[str, Any]:
     }
 
 
-def numpy_call_us() -> float:
-    """Median wall time of one trivial numpy call, microseconds: how slow this machine is now.
-
-    About 0.5 us on a quiet modern core; most of a step is calls of this kind, so the ratio to
-    that scales the step times to a quiet core roughly.
-    """
-    import numpy as np
-
-    a, b, out = np.ones(4), np.ones(4), np.empty(4)
-    samples = []
-    for _ in range(200):
-        start = time.perf_counter()
-        for _ in range(50):
-            np.add(a, b, out=out)
-        samples.append((time.perf_counter() - start) / 50)
-    return 1e6 * float(np.median(samples))
-
-
 def _pin_to_one_core() -> str:
     """Pin this process to one CPU it may use; return a description."""
     if not hasattr(os, "sched_setaffinity"):
@@ -326,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
         "walkers": list(scenario.traffic.walkers),
         "core": core,
         "numpy_call_us": numpy_call_us(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average": load_average(),
     }
     runs = [("bev", n) for n in counts] + [("state", args.state_vehicles)]
     reset_key = f"bev_{counts[len(counts) // 2]}"  # the headline reset: BEV at the middle count
@@ -467,8 +450,7 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
         )
     console.print(
         f"{resets}; peak RSS {report['peak_rss_mb']:.0f} MB; "
-        f"one trivial numpy call took {report['numpy_call_us']:.2f} us "
-        f"(about 0.5 us on a quiet core); load average {_load(report)} on {os.cpu_count()} CPUs",
+        + describe_load(report["numpy_call_us"], report["load_average"]),
         soft_wrap=True,
     )
     if report["metadrive_note"]:
@@ -479,8 +461,3 @@ def _print_table(report: dict[str, Any], runs: list[tuple[str, int]]) -> None:
         f"reset p95 <= {TARGET_RESET_MS:.0f} ms"
     )
     console.print(f"target ({target}): {verdict}", soft_wrap=True)
-
-
-def _load(report: dict[str, Any]) -> str:
-    load = report["load_average"]
-    return "unknown" if load is None else " / ".join(f"{value:.2f}" for value in load) + " (1 / 5 / 15 min)"
