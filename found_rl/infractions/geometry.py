@@ -11,28 +11,9 @@ import math
 import numpy as np
 import shapely
 
+from found_rl.bev.transform import box_corners
 from found_rl.jit import helper, kernel
 from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
-
-
-def box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) -> np.ndarray:
-    """Corners of oriented boxes, counter-clockwise in the CARLA frame's screen view.
-
-    Args:
-        xy: ``(N, 2)`` centres, metres.
-        yaw_deg: ``(N,)`` headings.
-        half_extent: ``(N, 2)`` half-length and half-width.
-
-    Returns:
-        ``(N, 4, 2)`` corners: front-left, front-right, rear-right, rear-left (left/right as
-        seen by the driver; y points south, so "left" is ``-y`` for a car heading east).
-    """
-    yaw = np.deg2rad(np.asarray(yaw_deg, dtype=np.float64))
-    forward = np.stack([np.cos(yaw), np.sin(yaw)], axis=-1)
-    right = np.stack([-np.sin(yaw), np.cos(yaw)], axis=-1)
-    f = forward * half_extent[:, :1]
-    r = right * half_extent[:, 1:2]
-    return np.stack([xy + f - r, xy + f + r, xy - f + r, xy - f - r], axis=1)
 
 
 def boxes_overlap(
@@ -176,23 +157,11 @@ def crossing_indices(x0: float, y0: float, x1: float, y1: float, lines: np.ndarr
 
 
 def ego_corners(ego: EgoState, with_centre: bool = False) -> np.ndarray:
-    """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners` (scalar fast path);
-    ``(5, 2)`` with the centre appended when ``with_centre``."""
-    yaw = math.radians(ego.yaw_deg)
-    cos, sin = math.cos(yaw), math.sin(yaw)
-    half_length, half_width = ego.half_extent.tolist()  # Python floats: scalar maths is faster
-    fx, fy = half_length * cos, half_length * sin
-    rx, ry = -half_width * sin, half_width * cos
-    x, y = ego.xy.tolist()
-    corners = [
-        [x + fx - rx, y + fy - ry],
-        [x + fx + rx, y + fy + ry],
-        [x - fx + rx, y - fy + ry],
-        [x - fx - rx, y - fy - ry],
-    ]
-    if with_centre:
-        corners.append([x, y])
-    return np.array(corners)
+    """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners`; ``(5, 2)`` with the
+    centre appended when ``with_centre``."""
+    xy = np.asarray(ego.xy, dtype=np.float64).reshape(1, 2)
+    corners = box_corners(xy, np.array([ego.yaw_deg], dtype=np.float64), np.asarray(ego.half_extent).reshape(1, 2))[0]
+    return np.concatenate([corners, xy]) if with_centre else corners
 
 
 def ego_front_xy(ego: EgoState) -> np.ndarray:
