@@ -290,7 +290,7 @@ class FrameHistory:
         for age_s, steps_back in zip(self._ages_s, self._steps_back):
             target_s = now_s - age_s
             index = last - steps_back
-            # Fast path: one frame per step, so the frame that many steps back is the one.
+            # One frame per step: the frame that many steps back is the one.
             if index >= 0 and abs(frames[index].time_s - target_s) < tolerance_s:
                 chosen.append(frames[index])
                 continue

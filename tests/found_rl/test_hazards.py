@@ -241,7 +241,7 @@ def test_moving_a_stop_line_is_seen_on_the_next_query():
 
 
 def random_route(rng: np.random.Generator) -> Route:
-    """A dense route that goes straight, bends or loops back (the shapes the fast paths bound)."""
+    """A dense route that goes straight, bends or loops back on itself."""
     kind = rng.integers(3)
     count = int(rng.integers(30, 160))
     if kind == 0:  # straight, any heading
