@@ -50,9 +50,7 @@ def overlapping_boxes(
     )
 
 
-@kernel(
-    "int64[::1](float64, float64, float64, float64, float64, float64[:, ::1], float64[::1], float64[:, ::1])"
-)
+@kernel("int64[::1](float64, float64, float64, float64, float64, float64[:, ::1], float64[::1], float64[:, ::1])")
 def overlapping_box_indices(
     ego_x: float,
     ego_y: float,

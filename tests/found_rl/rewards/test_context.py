@@ -8,4 +8,3 @@ from found_rl.testing import snapshot
 
 def test_nothing_ahead_gives_empty_hazards():
     assert reward_hazards(snapshot(0, (0.0, 0.0)), None, None, None, []) == Hazards()
-
