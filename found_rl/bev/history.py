@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from found_rl.bev.config import BevConfig
+from found_rl.boxes import box_corner
 from found_rl.jit import kernel
 from found_rl.sim.snapshot import LightState, WorldSnapshot
 
@@ -93,10 +94,6 @@ def _float64_array(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float64).reshape(shape)
 
 
-_CORNER_SIGNS = ((1.0, -1.0), (1.0, 1.0), (-1.0, 1.0), (-1.0, -1.0))
-"""(along, across) signs of the corners in drawing order: front-left, front-right, rear-right, rear-left."""
-
-
 @kernel(
     "Tuple((float64[:, :, ::1], boolean[::1]))(float64[:, ::1], float64[::1], float64[:, ::1], float64[:, ::1],"
     " float64[::1], float64[:, ::1], float64, float64, float64, float64)"
@@ -136,9 +133,7 @@ def frame_boxes(
         yaw = math.radians(yaw_deg)
         cos, sin = math.cos(yaw), math.sin(yaw)
         for c in range(4):
-            along, across = _CORNER_SIGNS[c][0] * half_length, _CORNER_SIGNS[c][1] * half_width
-            corners[k, c, 0] = x + along * cos - across * sin
-            corners[k, c, 1] = y + along * sin + across * cos
+            corners[k, c, 0], corners[k, c, 1] = box_corner(x, y, cos, sin, half_length, half_width, c)
         box[k, 0], box[k, 1], box[k, 2], box[k, 3] = x, y, cos, sin
         box[k, 4], box[k, 5], box[k, 6] = half_length, half_width, math.hypot(half_length, half_width)
     refill = np.zeros(count, np.bool_)

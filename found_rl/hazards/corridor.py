@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from found_rl.boxes import box_corner
 from found_rl.hazards.geometry import route_geometry
 from found_rl.hazards.results import ActorHazard
 from found_rl.jit import kernel
@@ -58,10 +59,6 @@ def actors_in_corridor(
 def _float64_array(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``values`` as the C-contiguous float64 array of ``shape`` a kernel takes (no copy if it is one)."""
     return np.ascontiguousarray(values, dtype=np.float64).reshape(shape)
-
-
-_CORNERS = ((1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0))
-"""The four box corners as (along, across) signs."""
 
 
 @kernel(
@@ -127,10 +124,7 @@ def corridor_hazards(
         centre_waypoint = start
         for corner in range(5):
             if corner < 4:
-                along_local = _CORNERS[corner][0] * box_half_extent[k, 0]
-                across_local = _CORNERS[corner][1] * box_half_extent[k, 1]
-                px = x + along_local * cos - across_local * sin
-                py = y + along_local * sin + across_local * cos
+                px, py = box_corner(x, y, cos, sin, box_half_extent[k, 0], box_half_extent[k, 1], corner)
             else:
                 px, py = x, y
             nearest, nearest_d2 = start, math.inf

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import shapely
 
-from found_rl.bev.transform import box_corners
+from found_rl.boxes import box_corners
 from found_rl.jit import helper, kernel
 from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
 

@@ -21,7 +21,7 @@ import shapely
 
 from found_rl.bench.sim import follow_route
 from found_rl.bev.layers import FIXED_POINT_BITS, FIXED_POINT_SCALE
-from found_rl.bev.transform import box_corners, world_to_pixel_affine
+from found_rl.bev.transform import world_to_pixel_affine
 from found_rl.env import ACTOR_HORIZON_M, LIGHT_HORIZON_M, DrivingEnv
 from found_rl.hazards import ActorHazard, affecting_light, leading_vehicle, walkers_in_path
 from found_rl.infractions import ego_tail_segment, overlapping_boxes
@@ -36,6 +36,14 @@ REWARD = "valeo"
 
 MAX_DIFFERING_PIXELS = 1e-3
 """Share of the vehicle and walker channels' pixels that may differ from the oracle drawing."""
+
+
+def numpy_box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) -> np.ndarray:
+    """``centre + (along + i across) * exp(i yaw)`` for the four corners in drawing order."""
+    signs = np.array([1.0, 1.0, -1.0, -1.0]) + 1j * np.array([-1.0, 1.0, 1.0, -1.0])
+    local = half_extent[:, :1] * signs.real + 1j * (half_extent[:, 1:] * signs.imag)
+    corners = (xy[:, 0] + 1j * xy[:, 1])[:, None] + local * np.exp(1j * np.radians(yaw_deg))[:, None]
+    return np.stack([corners.real, corners.imag], axis=-1)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +97,7 @@ def oracle_corridor(snapshot, boxes, route_index, horizon_m, half_width_m) -> li
     s_front = arclength[index] + (ego.xy - route.xy[index]) @ direction[index] + ego.half_extent[0]
     start = min(max(route_index - 2, 0), len(route.xy) - 1)
     end = min(int(np.searchsorted(arclength, s_front + horizon_m + radii[candidates].max() + 1.0)) + 1, len(route.xy))
-    corners = box_corners(boxes.xy[candidates], boxes.yaw_deg[candidates], boxes.half_extent[candidates])
+    corners = numpy_box_corners(boxes.xy[candidates], boxes.yaw_deg[candidates], boxes.half_extent[candidates])
     found = []
     for k, points in zip(candidates, corners):
         nearest = start + np.argmin(((points[:, None] - route.xy[None, start:end]) ** 2).sum(-1), axis=1)
@@ -114,8 +122,8 @@ def nearest_centre(route_xy: np.ndarray, start: int, end: int, point: np.ndarray
 
 def oracle_collisions(ego, boxes) -> list[int]:
     """Boxes whose polygon shares area with the ego's (touching is no collision)."""
-    ego_box = shapely.Polygon(box_corners(ego.xy[None], np.array([ego.yaw_deg]), ego.half_extent[None])[0])
-    polygons = [shapely.Polygon(c) for c in box_corners(boxes.xy, boxes.yaw_deg, boxes.half_extent)]
+    ego_box = shapely.Polygon(numpy_box_corners(ego.xy[None], np.array([ego.yaw_deg]), ego.half_extent[None])[0])
+    polygons = [shapely.Polygon(c) for c in numpy_box_corners(boxes.xy, boxes.yaw_deg, boxes.half_extent)]
     return [k for k, polygon in enumerate(polygons) if ego_box.intersection(polygon).area > 1e-9]
 
 
@@ -245,7 +253,7 @@ def oracle_box_channels(snapshots_by_time: dict, record: dict, config) -> np.nda
             if not len(boxes):
                 continue
             half = np.maximum(boxes.half_extent * scale, config.min_half_extent_m)
-            corners = box_corners(boxes.xy, boxes.yaw_deg, half)
+            corners = numpy_box_corners(boxes.xy, boxes.yaw_deg, half)
             pixels = cv2.transform(corners.reshape(-1, 1, 2), affine).astype(np.int32).reshape(-1, 4, 2)
             for box in pixels:
                 cv2.fillPoly(
