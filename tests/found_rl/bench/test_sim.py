@@ -115,3 +115,20 @@ def test_a_missing_default_scenario_says_to_pass_one(monkeypatch, tmp_path):
     args.scenario = sim.DEFAULT_SCENARIO
     with pytest.raises(FileNotFoundError, match="pass --scenario FILE"):
         args.run(args)
+
+
+def test_stage_timers_put_everything_back():
+    import found_rl.env as env_module
+    from found_rl import hazards
+    from found_rl.env import DrivingEnv
+    from found_rl.route_progress import RouteTracker
+    from found_rl.scenario import load_scenario
+    from found_rl.testing import ScriptedBackend
+
+    update = RouteTracker.update
+    env = DrivingEnv(load_scenario(QUICKSTART), backend=ScriptedBackend())
+    parts = (env.backend, env.renderer, env.monitor)
+    result = sim.measure_env(env, steps=5, seed=0)
+    assert (env.backend, env.renderer, env.monitor) == parts
+    assert env_module.hazards is hazards and RouteTracker.update is update
+    assert result["stage_ms"]["render"] > 0 and result["stage_ms"]["sumo_step"] == 0.0  # no SUMO here
