@@ -28,6 +28,10 @@ from found_rl.sim.snapshot import (
     WorldSnapshot,
 )
 
+TARGET_CASE = "town_50v_20w_20l"
+TARGET_RENDER_MS = 0.2
+"""Issue 14: the renderer alone at 50 vehicles, 20 walkers and 20 lights, per frame."""
+
 _BLOCK_M = 80.0
 _ROAD_HALF_WIDTH_M = 7.0
 _LANE_WIDTH_M = 3.5
@@ -250,9 +254,22 @@ def main(argv: list[str] | None = None) -> int:
         "dense_50v_20w_20l": {"spread_m": 60.0},
         "town_150v_40w_40l": {"num_vehicles": 150, "num_walkers": 40, "num_stop_lines": 40, "spread_m": 200.0},
     }
+    from found_rl.bench.load import describe_load, load_average, numpy_call_us
+
+    numpy_us = numpy_call_us()
     results = {name: time_render(min_seconds=args.seconds, **kwargs) for name, kwargs in cases.items()}
+    target_ms = results[TARGET_CASE].render_ms_median
+    is_met = target_ms <= TARGET_RENDER_MS
     if args.json:
-        print(json.dumps({name: asdict(timing) for name, timing in results.items()}))
+        report: dict = {name: asdict(timing) for name, timing in results.items()}
+        report.update(
+            target_case=TARGET_CASE,
+            target_render_ms=TARGET_RENDER_MS,
+            target_met=is_met,
+            numpy_call_us=numpy_us,
+            load_average=load_average(),
+        )
+        print(json.dumps(report))
         return 0
     print(f"{'case':<22}{'render ms':>10}{'p90 ms':>8}{'cpu ms':>8}{'renders/s':>11}{'vs empty':>9}{'rgb ms':>8}")
     empty_ms = results["empty"].render_ms_median
@@ -262,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{timing.render_cpu_ms_median:>8.3f}{1e3 / timing.render_ms_median:>11.0f}"
             f"{timing.render_ms_median / empty_ms:>9.2f}{timing.render_rgb_ms_median:>8.3f}"
         )
+    print(describe_load(numpy_us, load_average()))
+    verdict = "met" if is_met else f"NOT met ({target_ms:.3f} ms)"
+    print(f"target (<= {TARGET_RENDER_MS} ms per render, {TARGET_CASE}, one quiet core): {verdict}")
     return 0
 
 

@@ -2,11 +2,10 @@
 
 Roach draws its history frames (−1.5, −1.0, −0.5 s and now) in the *current* ego frame, so the
 policy sees how actors moved relative to where the ego is now. Each snapshot is reduced once,
-when it arrives, to a world-frame corner array (vehicles then walkers), plain-Python discs for a
-cheap visibility test, and its stop-line layout (shared by every snapshot with the same lines and
-light states), so a render transforms a frame with one call and draws each part with one OpenCV
-call. With a handful of actors per snapshot, per-call overhead dominates: everything that does
-not depend on the ego pose of the render is computed here, once.
+when it arrives, by one compiled kernel to a world-frame corner array (vehicles then walkers) and
+the boxes to refill where they overlap, and to its stop-line layout (shared by every snapshot with
+the same lines and light states). Everything that does not depend on the ego pose of the render is
+computed here, once; a render then maps every frame's corners to pixels with one more kernel.
 """
 
 from __future__ import annotations
@@ -20,39 +19,19 @@ from typing import NamedTuple
 import numpy as np
 
 from found_rl.bev.config import BevConfig
-from found_rl.bev.transform import box_corners
+from found_rl.boxes import box_corner
+from found_rl.jit import kernel
 from found_rl.sim.snapshot import LightState, WorldSnapshot
 
 _OVERLAP_MARGIN_M = 0.3
 """Slack on the overlap test so boxes that only touch after pixel rounding count as overlapping."""
 
-_VISIBILITY_SLACK_PX = 2.0
-"""Slack on the renderer's box visibility test: a box whose disc is farther than the view radius
-plus this cannot paint a pixel (OpenCV rasterises within a pixel of the polygon), so skipping it
-leaves the image unchanged."""
-
-_FAST_OVERLAP_MAX_BOXES = 16
-"""Up to this many boxes the bounding-circle pre-test of :func:`_overlapping` runs in plain Python."""
-
-_FAST_FRAME_MAX_BOXES = 12
-"""Frames with up to this many boxes are built in plain Python (:func:`_small_history_frame`):
-with a handful of actors, each numpy call costs more than the arithmetic it replaces."""
-
-_NEAR_TOLERANCE = 1e-9
-"""Relative slack of the plain-Python bounding-circle pre-test; rounding is ~1e-16, so a pair it
-calls apart is apart for the exact (numpy) test too."""
-
 _NO_INDICES = np.zeros(0, np.intp)
 _NO_LINES = np.zeros(0, np.complex128)
 _NO_CULL = np.zeros(0, np.float64)
-_NO_POINTS = np.zeros((0, 1, 2), np.float64)
 _NO_SIGN_LINES = np.zeros((0, 2, 2), np.float64)
-for _array in (_NO_INDICES, _NO_LINES, _NO_CULL, _NO_POINTS, _NO_SIGN_LINES):
+for _array in (_NO_INDICES, _NO_LINES, _NO_CULL, _NO_SIGN_LINES):
     _array.flags.writeable = False
-
-
-Disc = tuple[float, float, float]
-"""``(x, y, reach_m ** 2)``: a box may touch the view only if the ego is within ``reach_m`` of ``(x, y)``."""
 
 
 class HistoryFrame(NamedTuple):
@@ -61,34 +40,22 @@ class HistoryFrame(NamedTuple):
 
     Attributes:
         time_s: snapshot time.
-        points_xy: ``(4 (V + W), 1, 2)`` float64 box corners, as ``cv2.transform`` takes them:
-            the corners of box ``k`` at ``4k ... 4k + 3`` (vehicles first, then walkers).
+        corners: ``(V + W, 4, 2)`` float64 box corners in drawing order (vehicles first, then
+            walkers), half-extents scaled and floored as Roach's ``scale_bbox``.
         num_vehicles, num_walkers: box counts ``V`` and ``W``.
-        centres: ``(V + W,)`` complex box centres ``x + iy`` (for culling box by box); ``None``
-            for frames of at most ``_FAST_FRAME_MAX_BOXES`` boxes (culled by their discs).
-        cull_distance_m: ``(V + W,)`` centre distance from the ego beyond which a box cannot
-            touch the view (view radius plus the box's half-diagonal); ``None`` with ``centres``.
-        vehicle_discs, walker_discs: per box, a :data:`Disc` with reach ``cull_distance_m`` plus
-            a couple of pixels of slack: a plain-Python test that tells the renderer when no box
-            of a kind can touch the view, so it skips drawing (and pooling) that channel.
-        refill_vehicles, refill_walkers: indices (into all boxes) of the vehicles and walkers to
-            fill again one by one after the single fill of all boxes of their kind. OpenCV fills
-            a multi-polygon call by the even-odd rule, which leaves the overlap of two boxes
-            empty; refilling one box of each overlapping pair closes it.
+        refill: ``(V + W,)`` bool, the boxes to fill again one by one after the single fill of
+            all boxes of their kind. OpenCV fills a multi-polygon call by the even-odd rule,
+            which leaves the overlap of two boxes empty; refilling one box of each overlapping
+            pair closes it.
         lines: the stop lines (shared by every frame with the same lines and light states).
         stop_sign_lines: ``(S, 2, 2)`` stop-sign segments (the RGB colours them apart from red lights).
     """
 
     time_s: float
-    points_xy: np.ndarray
+    corners: np.ndarray
     num_vehicles: int
     num_walkers: int
-    centres: np.ndarray | None
-    cull_distance_m: np.ndarray | None
-    vehicle_discs: tuple[Disc, ...]
-    walker_discs: tuple[Disc, ...]
-    refill_vehicles: np.ndarray
-    refill_walkers: np.ndarray
+    refill: np.ndarray
     lines: StopLineLayout
     stop_sign_lines: np.ndarray
 
@@ -97,154 +64,92 @@ def make_history_frame(snapshot: WorldSnapshot, config: BevConfig) -> HistoryFra
     """Reduce a snapshot to what later renders draw (pure)."""
     vehicles, walkers = snapshot.vehicles, snapshot.walkers
     num_vehicles, num_walkers = len(vehicles), len(walkers)
-    lines = _stop_line_layout(snapshot, config)
     signs = snapshot.stop_signs.segments
     stop_sign_lines = _NO_SIGN_LINES if not len(signs) else np.asarray(signs, dtype=np.float64).reshape(-1, 2, 2)
-    if num_vehicles + num_walkers == 0:
-        return HistoryFrame(
-            float(snapshot.time_s), _NO_POINTS, 0, 0, _NO_LINES, _NO_CULL, (), (), _NO_INDICES, _NO_INDICES,
-            lines, stop_sign_lines,
-        )  # fmt: skip
-    if num_vehicles + num_walkers <= _FAST_FRAME_MAX_BOXES:
-        return _small_history_frame(snapshot, num_vehicles, num_walkers, config, lines, stop_sign_lines)
-    # Vehicles and walkers are processed as one array: a few large numpy operations are much
-    # cheaper than many small ones at these sizes.
-    if num_walkers == 0:
-        centres, yaw_deg = np.asarray(vehicles.xy, np.float64).reshape(-1, 2), np.asarray(vehicles.yaw_deg, np.float64)
-        half_extent = np.asarray(vehicles.half_extent, np.float64).reshape(-1, 2) * config.vehicle_box_scale
-    elif num_vehicles == 0:
-        centres, yaw_deg = np.asarray(walkers.xy, np.float64).reshape(-1, 2), np.asarray(walkers.yaw_deg, np.float64)
-        half_extent = np.asarray(walkers.half_extent, np.float64).reshape(-1, 2) * config.walker_box_scale
-    else:
-        centres = np.concatenate([vehicles.xy, walkers.xy]).astype(np.float64, copy=False)
-        yaw_deg = np.concatenate([vehicles.yaw_deg, walkers.yaw_deg]).astype(np.float64, copy=False)
-        half_extent = np.concatenate(
-            [vehicles.half_extent * config.vehicle_box_scale, walkers.half_extent * config.walker_box_scale]
-        )
-    # Roach's ``scale_bbox``: inflate, then floor the half-extents so tiny walkers stay visible.
-    half_extent = np.maximum(half_extent, config.min_half_extent_m)
-    centres = np.ascontiguousarray(centres)
-    corners = box_corners(centres, yaw_deg, half_extent)
-    radii = np.hypot(half_extent[:, 0], half_extent[:, 1])
-    derived = _derived(config)
-    centre_list, radius_list = centres.tolist(), radii.tolist()
-    if _apart_for_sure(centre_list, radius_list):
-        refill = _NO_INDICES
-    else:
-        refill = _overlapping(centres, yaw_deg, half_extent, radii)
-    num_refill_vehicles = int(np.searchsorted(refill, num_vehicles)) if len(refill) else 0
-    reach_m = derived.view_radius_m + derived.box_slack_m
-    discs = tuple((x, y, (radius + reach_m) ** 2) for (x, y), radius in zip(centre_list, radius_list))
-    return HistoryFrame(
-        time_s=float(snapshot.time_s),
-        points_xy=corners.reshape(-1, 1, 2),
-        num_vehicles=num_vehicles,
-        num_walkers=num_walkers,
-        centres=centres.view(np.complex128).ravel(),
-        cull_distance_m=radii + derived.view_radius_m,
-        vehicle_discs=discs[:num_vehicles],
-        walker_discs=discs[num_vehicles:],
-        refill_vehicles=refill[:num_refill_vehicles],
-        refill_walkers=refill[num_refill_vehicles:],
-        lines=lines,
-        stop_sign_lines=stop_sign_lines,
+    corners, refill = frame_boxes(
+        _float64_array(vehicles.xy, (num_vehicles, 2)),
+        _float64_array(vehicles.yaw_deg, (num_vehicles,)),
+        _float64_array(vehicles.half_extent, (num_vehicles, 2)),
+        _float64_array(walkers.xy, (num_walkers, 2)),
+        _float64_array(walkers.yaw_deg, (num_walkers,)),
+        _float64_array(walkers.half_extent, (num_walkers, 2)),
+        float(config.vehicle_box_scale),
+        float(config.walker_box_scale),
+        float(config.min_half_extent_m),
+        _OVERLAP_MARGIN_M,
     )
-
-
-def any_disc_reaches(discs: tuple[Disc, ...], x: float, y: float) -> bool:
-    """Whether ``(x, y)`` lies within any disc (non-finite discs count as reaching)."""
-    for disc_x, disc_y, reach_sq in discs:
-        dx, dy = disc_x - x, disc_y - y
-        if not dx * dx + dy * dy > reach_sq:
-            return True
-    return False
-
-
-def _small_history_frame(
-    snapshot: WorldSnapshot,
-    num_vehicles: int,
-    num_walkers: int,
-    config: BevConfig,
-    lines: StopLineLayout,
-    stop_sign_lines: np.ndarray,
-) -> HistoryFrame:
-    """:func:`make_history_frame` for a few boxes, in plain-Python floats (same drawing order).
-
-    Corners may differ from :func:`box_corners` in the last bit (no fused multiply-add), which
-    cannot move a pixel unless a corner lies within an ulp of a 1/16-pixel boundary. ``centres``
-    and ``cull_distance_m`` are ``None``: the renderer culls such frames with the discs.
-    """
-    min_half = config.min_half_extent_m
-    derived = _derived(config)
-    reach_m = derived.view_radius_m + derived.box_slack_m
-    corners: list[float] = []
-    boxes: list[tuple[float, ...]] = []  # x, y, cos, sin, half-length, half-width, radius
-    discs: list[Disc] = []
-    for actors, count, scale in (
-        (snapshot.vehicles, num_vehicles, config.vehicle_box_scale),
-        (snapshot.walkers, num_walkers, config.walker_box_scale),
-    ):
-        if not count:
-            continue
-        for (x, y), yaw_deg, (half_length, half_width) in zip(
-            actors.xy.tolist(), actors.yaw_deg.tolist(), actors.half_extent.tolist()
-        ):
-            # Roach's ``scale_bbox`` (NaN stays NaN, as with np.maximum).
-            half_length *= scale
-            half_width *= scale
-            if half_length < min_half:
-                half_length = min_half
-            if half_width < min_half:
-                half_width = min_half
-            yaw = math.radians(yaw_deg)
-            cos, sin = math.cos(yaw), math.sin(yaw)
-            p, q, r, t = half_length * cos, half_width * sin, half_length * sin, half_width * cos
-            # (along + i across) * (cos + i sin) for the corners (+-, ++, -+, --) in drawing order.
-            corners += (x + (p + q), y + (r - t), x + (p - q), y + (r + t),
-                        x + (-p - q), y + (t - r), x + (q - p), y + (-r - t))  # fmt: skip
-            radius = math.hypot(half_length, half_width)
-            boxes.append((x, y, cos, sin, half_length, half_width, radius))
-            discs.append((x, y, (radius + reach_m) ** 2))
-    refill = _overlapping_small(boxes)
-    num_refill_vehicles = sum(1 for index in refill if index < num_vehicles)
     return HistoryFrame(
         float(snapshot.time_s),
-        np.array(corners).reshape(-1, 1, 2),
+        corners,
         num_vehicles,
         num_walkers,
-        None,
-        None,
-        tuple(discs[:num_vehicles]),
-        tuple(discs[num_vehicles:]),
-        np.array(refill[:num_refill_vehicles], np.intp) if num_refill_vehicles else _NO_INDICES,
-        np.array(refill[num_refill_vehicles:], np.intp) if len(refill) > num_refill_vehicles else _NO_INDICES,
-        lines,
+        refill,
+        _stop_line_layout(snapshot, config),
         stop_sign_lines,
     )
 
 
-def _overlapping_small(boxes: list[tuple[float, ...]]) -> list[int]:
-    """:func:`_overlapping` in plain Python: ascending lower indices of overlapping pairs.
+def _float64_array(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` as the C-contiguous float64 array of ``shape`` a kernel takes (no copy if it is one)."""
+    return np.ascontiguousarray(values, dtype=np.float64).reshape(shape)
 
-    ``boxes`` holds ``(x, y, cos, sin, half_length, half_width, radius)``. Same tests in the
-    same order; results may differ only for boxes within an ulp of the (margin-grown) threshold.
+
+@kernel(
+    "Tuple((float64[:, :, ::1], boolean[::1]))(float64[:, ::1], float64[::1], float64[:, ::1], float64[:, ::1],"
+    " float64[::1], float64[:, ::1], float64, float64, float64, float64)"
+)
+def frame_boxes(
+    vehicle_xy: np.ndarray,
+    vehicle_yaw_deg: np.ndarray,
+    vehicle_half_extent: np.ndarray,
+    walker_xy: np.ndarray,
+    walker_yaw_deg: np.ndarray,
+    walker_half_extent: np.ndarray,
+    vehicle_scale: float,
+    walker_scale: float,
+    min_half_extent_m: float,
+    overlap_margin_m: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Corners ``(V + W, 4, 2)`` of the vehicles then walkers, and which boxes to refill.
+
+    Half-extents are scaled per kind and floored at ``min_half_extent_m`` (Roach's
+    ``scale_bbox``: tiny walkers stay visible). Of each pair of boxes that overlap once grown
+    by ``overlap_margin_m`` (so boxes that only touch after pixel rounding count), the lower
+    index is refilled; bounding circles reject most pairs before the separating-axis test.
     """
-    found: list[int] = []
-    count = len(boxes)
-    margin, grow = _OVERLAP_MARGIN_M, 0.5 * _OVERLAP_MARGIN_M
+    num_vehicles, count = len(vehicle_xy), len(vehicle_xy) + len(walker_xy)
+    corners = np.empty((count, 4, 2))
+    box = np.empty((count, 7))  # x, y, cos, sin, half-length, half-width, radius
+    for k in range(count):
+        if k < num_vehicles:
+            x, y, yaw_deg = vehicle_xy[k, 0], vehicle_xy[k, 1], vehicle_yaw_deg[k]
+            half_length = max(vehicle_half_extent[k, 0] * vehicle_scale, min_half_extent_m)
+            half_width = max(vehicle_half_extent[k, 1] * vehicle_scale, min_half_extent_m)
+        else:
+            w = k - num_vehicles
+            x, y, yaw_deg = walker_xy[w, 0], walker_xy[w, 1], walker_yaw_deg[w]
+            half_length = max(walker_half_extent[w, 0] * walker_scale, min_half_extent_m)
+            half_width = max(walker_half_extent[w, 1] * walker_scale, min_half_extent_m)
+        yaw = math.radians(yaw_deg)
+        cos, sin = math.cos(yaw), math.sin(yaw)
+        for c in range(4):
+            corners[k, c, 0], corners[k, c, 1] = box_corner(x, y, cos, sin, half_length, half_width, c)
+        box[k, 0], box[k, 1], box[k, 2], box[k, 3] = x, y, cos, sin
+        box[k, 4], box[k, 5], box[k, 6] = half_length, half_width, math.hypot(half_length, half_width)
+    refill = np.zeros(count, np.bool_)
+    grow = 0.5 * overlap_margin_m
     for i in range(count - 1):
-        x1, y1, cos1, sin1, length1, width1, radius1 = boxes[i]
-        reach1 = radius1 + 2.0 * margin
+        x1, y1, cos1, sin1 = box[i, 0], box[i, 1], box[i, 2], box[i, 3]
+        a1, b1 = box[i, 4] + grow, box[i, 5] + grow
         for j in range(i + 1, count):
-            box = boxes[j]
-            dx, dy, limit = box[0] - x1, box[1] - y1, reach1 + box[6]
-            if not dx * dx + dy * dy < limit * limit:  # bounding circles apart (NaN: apart, as numpy)
+            dx, dy = box[j, 0] - x1, box[j, 1] - y1
+            limit = box[i, 6] + box[j, 6] + 2.0 * overlap_margin_m
+            if not dx * dx + dy * dy < limit * limit:  # bounding circles apart (NaN: apart)
                 continue
-            _, _, cos2, sin2, length2, width2, _ = box
-            a1, b1, a2, b2 = length1 + grow, width1 + grow, length2 + grow, width2 + grow
-            # |cos| and |sin| of the angle between the headings.
-            cos, sin = abs(cos1 * cos2 + sin1 * sin2), abs(sin2 * cos1 - sin1 * cos2)
-            # The offset on each box's (along, across) axes against the other box's projection.
+            cos2, sin2 = box[j, 2], box[j, 3]
+            a2, b2 = box[j, 4] + grow, box[j, 5] + grow
+            cos, sin = abs(cos1 * cos2 + sin1 * sin2), abs(sin2 * cos1 - sin1 * cos2)  # of the angle between
+            # The offset on each box's (along, across) axes against the two boxes' projections.
             if (
                 abs(dx * cos1 + dy * sin1) > a1 + cos * a2 + sin * b2
                 or abs(dy * cos1 - dx * sin1) > b1 + cos * b2 + sin * a2
@@ -252,9 +157,9 @@ def _overlapping_small(boxes: list[tuple[float, ...]]) -> list[int]:
                 or abs(dy * cos2 - dx * sin2) > b2 + cos * b1 + sin * a1
             ):
                 continue
-            found.append(i)
+            refill[i] = True
             break  # i is in; its other pairs add nothing
-    return found
+    return corners, refill
 
 
 @dataclass(frozen=True)
@@ -321,7 +226,7 @@ def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> StopLineLay
         groups=tuple(groups),
         group_edges=np.array([point // 2 for _, start, stop in groups for point in (start, stop)], np.intp),
         centres=0.5 * (ends[:, 0] + ends[:, 1]),
-        cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _derived(config).line_reach_m,
+        cull_distance_m=0.5 * np.abs(ends[:, 1] - ends[:, 0]) + _line_reach_m(config),
     )
     for array in (layout.points_xy, layout.segments_xy, layout.group_edges, layout.centres, layout.cull_distance_m):
         array.flags.writeable = False  # shared by every frame with the same lines
@@ -331,37 +236,9 @@ def _stop_line_layout(snapshot: WorldSnapshot, config: BevConfig) -> StopLineLay
     return layout
 
 
-class _Derived(NamedTuple):
-    """Constants derived from a :class:`BevConfig` that every frame needs.
-
-    Attributes:
-        view_radius_m: ``config.view_radius_m``.
-        line_reach_m: the view radius plus a drawn stop line's half thickness (caps included)
-            and a pixel of slack.
-        box_slack_m: :data:`_VISIBILITY_SLACK_PX` in metres.
-    """
-
-    config: BevConfig
-    view_radius_m: float
-    line_reach_m: float
-    box_slack_m: float
-
-
-_derived_cache: dict[int, _Derived] = {}
-
-
-def _derived(config: BevConfig) -> _Derived:
-    """Memoised by identity: hashing a ``BevConfig`` costs more than computing these."""
-    derived = _derived_cache.get(id(config))
-    if derived is None or derived.config is not config:
-        reach_m = config.view_radius_m + (0.5 * config.stop_line_width_px + 2.0) / config.pixels_per_m
-        derived = _Derived(config, config.view_radius_m, reach_m, _VISIBILITY_SLACK_PX / config.pixels_per_m)
-        if len(_derived_cache) >= 8:
-            _derived_cache.clear()
-        _derived_cache[id(config)] = derived
-    return derived
-
-
+def _line_reach_m(config: BevConfig) -> float:
+    """The view radius plus a drawn stop line's half thickness (caps included) and a pixel of slack."""
+    return config.view_radius_m + (0.5 * config.stop_line_width_px + 2.0) / config.pixels_per_m
 
 
 class FrameHistory:
@@ -408,7 +285,7 @@ class FrameHistory:
         for age_s, steps_back in zip(self._ages_s, self._steps_back):
             target_s = now_s - age_s
             index = last - steps_back
-            # Fast path: one frame per step, so the frame that many steps back is the one.
+            # One frame per step: the frame that many steps back is the one.
             if index >= 0 and abs(frames[index].time_s - target_s) < tolerance_s:
                 chosen.append(frames[index])
                 continue
@@ -452,63 +329,3 @@ def _light_values(config: BevConfig) -> np.ndarray:  # BevConfig is frozen, so h
     values[int(LightState.YELLOW)] = config.yellow_value
     values[int(LightState.RED)] = config.red_value
     return values
-
-
-def _apart_for_sure(centres_xy: list[list[float]], radii_m: list[float]) -> bool:
-    """Whether no two boxes' grown bounding circles come near each other (plain Python).
-
-    The common case (a few actors, none touching) then skips :func:`_overlapping`'s dozen numpy
-    calls. The test is looser than :func:`_overlapping`'s first stage by ``_NEAR_TOLERANCE``, so
-    ``True`` implies that stage finds no candidate pair; many boxes go to numpy directly.
-    """
-    count = len(radii_m)
-    if count < 2:
-        return True
-    if count > _FAST_OVERLAP_MAX_BOXES:
-        return False
-    scale = 1.0 + _NEAR_TOLERANCE
-    for i in range(count - 1):
-        x, y = centres_xy[i]
-        reach = radii_m[i] + 2.0 * _OVERLAP_MARGIN_M
-        for j in range(i + 1, count):
-            other_x, other_y = centres_xy[j]
-            dx, dy, limit = other_x - x, other_y - y, (reach + radii_m[j]) * scale
-            if not dx * dx + dy * dy > limit * limit:  # NaN counts as near: numpy decides
-                return False
-    return True
-
-
-def _overlapping(
-    centres_xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray, radii_m: np.ndarray
-) -> np.ndarray:
-    """For each pair of overlapping boxes, the lower index (sorted, unique).
-
-    Bounding circles pick candidate pairs; the separating-axis test on the four box axes
-    decides. Boxes are grown by a small margin so boxes that only touch after rounding count.
-    """
-    if len(radii_m) < 2:
-        return _NO_INDICES
-    positions = centres_xy.view(np.complex128).ravel()
-    reach = radii_m + _OVERLAP_MARGIN_M
-    is_close = np.abs(positions[:, None] - positions) < reach[:, None] + reach
-    first, second = np.nonzero(is_close)
-    is_pair = first < second  # each unordered pair once, no box with itself
-    first, second = first[is_pair], second[is_pair]
-    if len(first) == 0:
-        return _NO_INDICES
-    to_local = np.exp(-1j * np.deg2rad(yaw_deg))  # multiplying by it turns world into (along, across)
-    grown = half_extent + 0.5 * _OVERLAP_MARGIN_M  # (N, 2) half-length, half-width
-    offset = positions[second] - positions[first]
-    local1, local2 = to_local[first], to_local[second]
-    # |cos| and |sin| of the angle between the boxes.
-    cos_sin = np.abs((local1 / local2).view(np.float64).reshape(-1, 2))
-    cos, sin = cos_sin[:, :1], cos_sin[:, 1:]
-    extent1, extent2 = grown[first], grown[second]
-    # Box 2 projected on box 1's axes (and vice versa): a|cos| + b|sin| and a|sin| + b|cos|.
-    reach1 = extent1 + cos * extent2 + sin * extent2[:, ::-1]
-    reach2 = extent2 + cos * extent1 + sin * extent1[:, ::-1]
-    gap1 = np.abs((offset * local1).view(np.float64).reshape(-1, 2))
-    gap2 = np.abs((offset * local2).view(np.float64).reshape(-1, 2))
-    is_separated = np.any(gap1 > reach1, axis=1) | np.any(gap2 > reach2, axis=1)
-    overlapping = first[~is_separated]
-    return np.unique(overlapping) if len(overlapping) > 1 else overlapping

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from found_rl.jit import kernel
+
 FIXED_POINT_BITS = 4
 FIXED_POINT_SCALE = float(1 << FIXED_POINT_BITS)
 
@@ -68,3 +70,57 @@ def draw_segments(channel: np.ndarray, segments_px: np.ndarray, width_px: int, v
     """Draw line segments ``(M, 2, 2)`` int32 fixed-point ``(col, row)`` with one call."""
     if len(segments_px):
         cv2.polylines(channel, segments_px, False, value, width_px, cv2.LINE_8, FIXED_POINT_BITS)
+
+
+@kernel(
+    "Tuple((int32[:, :, ::1], int64[::1], boolean[::1]))"
+    "(float64[:, :, ::1], int64[:, ::1], boolean[::1], float64[:, ::1], float64, float64)"
+)
+def visible_box_pixels(
+    corners: np.ndarray,
+    counts: np.ndarray,
+    refill: np.ndarray,
+    fixed_point_affine: np.ndarray,
+    low: float,
+    high: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fixed-point pixel corners of the boxes that may touch the view, grouped by channel.
+
+    Args:
+        corners: ``(B, 4, 2)`` world corners of ``F`` frames back to back, each frame's
+            vehicles then its walkers.
+        counts: ``(F, 2)`` vehicles and walkers of each frame.
+        refill: ``(B,)`` which boxes to fill again after their group's single fill.
+        fixed_point_affine: ``(2, 3)`` world to fixed-point pixels (``affine * FIXED_POINT_SCALE``).
+        low, high: fixed-point bounds of the square a box must meet to be kept (the image
+            plus a little slack: off-view boxes paint nothing, but cost OpenCV work).
+
+    Returns:
+        ``(K, 4, 2)`` int32 corners of the kept boxes (truncated, as ``astype(np.int32)``), the
+        ``(2F + 1,)`` bounds of each group (frame ``f``'s vehicles are group ``2f``, its walkers
+        ``2f + 1``) and ``(K,)`` their refill flags. Boxes with a NaN corner are dropped.
+    """
+    pixels = np.empty((len(corners), 4, 2), np.int32)
+    kept_refill = np.empty(len(corners), np.bool_)
+    bounds = np.zeros(2 * len(counts) + 1, np.int64)
+    box, kept = 0, 0
+    a00, a01, a02 = fixed_point_affine[0, 0], fixed_point_affine[0, 1], fixed_point_affine[0, 2]
+    a10, a11, a12 = fixed_point_affine[1, 0], fixed_point_affine[1, 1], fixed_point_affine[1, 2]
+    mapped = np.empty((4, 2))
+    for group in range(2 * len(counts)):
+        for _ in range(counts[group // 2, group % 2]):
+            col_min, col_max, row_min, row_max = np.inf, -np.inf, np.inf, -np.inf
+            for c in range(4):
+                x, y = corners[box, c, 0], corners[box, c, 1]
+                col, row = a00 * x + a01 * y + a02, a10 * x + a11 * y + a12
+                mapped[c, 0], mapped[c, 1] = col, row
+                col_min, col_max = min(col_min, col), max(col_max, col)
+                row_min, row_max = min(row_min, row), max(row_max, row)
+            if col_max >= low and col_min <= high and row_max >= low and row_min <= high:
+                for c in range(4):
+                    pixels[kept, c, 0], pixels[kept, c, 1] = np.int32(mapped[c, 0]), np.int32(mapped[c, 1])
+                kept_refill[kept] = refill[box]
+                kept += 1
+            box += 1
+        bounds[group + 1] = kept
+    return pixels[:kept].copy(), bounds, kept_refill[:kept].copy()

@@ -6,19 +6,14 @@ import cv2
 import numpy as np
 
 from found_rl.bev.config import MARKING_CHANNEL, ROAD_CHANNEL, ROUTE_CHANNEL, BevConfig
-from found_rl.bev.history import (
-    FrameHistory,
-    HistoryFrame,
-    StopLineLayout,
-    any_disc_reaches,
-    make_history_frame,
-)
+from found_rl.bev.history import FrameHistory, HistoryFrame, StopLineLayout, make_history_frame
 from found_rl.bev.layers import (
     FIXED_POINT_SCALE,
     draw_route,
     draw_segments,
     fill_boxes,
     to_fixed_point_pixels,
+    visible_box_pixels,
 )
 from found_rl.bev.pooling import MaxPool
 from found_rl.bev.rgb import masks_to_rgb
@@ -39,6 +34,9 @@ _ROAD_VALUE = 255
 _LINE_CACHE_MARGIN_M = 5.0
 """Stop lines culled for one ego position serve renders within this distance of it."""
 _NO_LINE_POINTS = np.zeros((0, 1, 2), np.float64)
+_BOX_SLACK_PX = 2.0
+"""OpenCV rasterises within a pixel of a polygon: a box whose corners all lie farther than this
+outside the image cannot paint a pixel, so it is not drawn."""
 
 
 class BevRenderer:
@@ -79,6 +77,9 @@ class BevRenderer:
         """``(channel, source)``: channels of the last render equal to an earlier one; they are
         left zero and copied only when the full-resolution masks are read."""
         self._history = FrameHistory(config)
+        # Fixed-point bounds a box must meet to be drawn: the image and two pixels around it.
+        self._box_low = -_BOX_SLACK_PX * FIXED_POINT_SCALE
+        self._box_high = (size - 1 + _BOX_SLACK_PX) * FIXED_POINT_SCALE
         self._raster: StaticRaster | None = None
         self._raster_map_id: str | None = None
         self._raster_to_world = np.eye(3)  # (3, 3) raster (col, row, 1) -> world (x, y, 1)
@@ -148,7 +149,7 @@ class BevRenderer:
         self._history.append(make_history_frame(snapshot, config))
         frames = self._history.select()
         fixed_point_affine = affine * FIXED_POINT_SCALE
-        self._draw_boxes(frames, fixed_point_affine, ego_x, ego_y)
+        self._draw_boxes(frames, fixed_point_affine)
         self._draw_lines(frames, fixed_point_affine, complex(ego_x, ego_y))
 
         self._last_affine = affine
@@ -246,48 +247,28 @@ class BevRenderer:
         draw_route(self._masks[ROUTE_CHANNEL], pixels.astype(np.float32), self.config.route_width_px)
         self._drawn[ROUTE_CHANNEL] = True
 
-    def _draw_boxes(
-        self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_x: float, ego_y: float
-    ) -> None:
-        """Fill every frame's vehicles and walkers; all frames are transformed with one call.
-
-        Frames with many boxes (those with ``centres``) are culled box by box (off-view boxes
-        still cost OpenCV edge bookkeeping); for the others the test costs more than it saves,
-        so a kind is drawn whole, or skipped when none of its boxes can touch the view (which
-        leaves the image unchanged, and its channel clean for pooling).
-        """
-        arrays = [frame.points_xy for frame in frames if frame.num_vehicles or frame.num_walkers]
-        if not arrays:
+    def _draw_boxes(self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray) -> None:
+        """Fill every frame's vehicles and walkers: one kernel maps all corners to pixels and
+        drops the boxes off the view, then one ``fillPoly`` per channel (plus refills)."""
+        if not any(frame.num_vehicles or frame.num_walkers for frame in frames):
             return
-        points = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-        corners = cv2.transform(points, fixed_point_affine).astype(np.int32).reshape(-1, 4, 2)
-        drawn, first = self._drawn, 0
-        for slot, frame in enumerate(frames):
-            num_vehicles = frame.num_vehicles
-            count = num_vehicles + frame.num_walkers
-            if not count:
-                continue
-            boxes = corners[first : first + count]
-            first += count
-            vehicles: np.ndarray | None = None
-            walkers: np.ndarray | None = None
-            if frame.centres is not None:
-                visible = np.abs(frame.centres - complex(ego_x, ego_y)) <= frame.cull_distance_m
-                vehicles = boxes[:num_vehicles][visible[:num_vehicles]]
-                walkers = boxes[num_vehicles:][visible[num_vehicles:]]
-            else:
-                # None: no box of the kind can touch the view, and neither can their refills.
-                if any_disc_reaches(frame.vehicle_discs, ego_x, ego_y):
-                    vehicles = boxes[:num_vehicles]
-                if any_disc_reaches(frame.walker_discs, ego_x, ego_y):
-                    walkers = boxes[num_vehicles:]
-            channels, indices = self._slot_channels[slot], self._slot_indices[slot]
-            for kind, (kind_boxes, refill) in enumerate(
-                ((vehicles, frame.refill_vehicles), (walkers, frame.refill_walkers))
-            ):
-                if kind_boxes is not None and (len(kind_boxes) or len(refill)):
-                    fill_boxes(channels[kind], kind_boxes, boxes[refill] if len(refill) else ())
-                    drawn[indices[kind]] = True
+        pixels, bounds, refill = visible_box_pixels(
+            np.concatenate([frame.corners for frame in frames]),
+            np.array([(frame.num_vehicles, frame.num_walkers) for frame in frames], np.int64),
+            np.concatenate([frame.refill for frame in frames]),
+            fixed_point_affine,
+            self._box_low,
+            self._box_high,
+        )
+        any_refill = bool(refill.any())
+        bounds = bounds.tolist()
+        for group in range(len(bounds) - 1):
+            start, stop = bounds[group], bounds[group + 1]
+            if stop > start:
+                slot, kind = divmod(group, 2)
+                boxes = pixels[start:stop]
+                fill_boxes(self._slot_channels[slot][kind], boxes, boxes[refill[start:stop]] if any_refill else ())
+                self._drawn[self._slot_indices[slot][kind]] = True
 
     def _draw_lines(self, frames: list[HistoryFrame], fixed_point_affine: np.ndarray, ego_xy: complex) -> None:
         """Draw every frame's stop lines; frames sharing a layout share one drawing.

@@ -11,6 +11,10 @@ import math
 
 import numpy as np
 
+from found_rl.boxes import box_corners
+
+__all__ = ["apply_affine", "box_corners", "world_to_pixel_affine"]
+
 
 def world_to_pixel_affine(
     ego_xy: np.ndarray,
@@ -43,27 +47,3 @@ def world_to_pixel_affine(
 def apply_affine(affine: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Apply a ``(2, 3)`` affine map to ``(..., 2)`` points."""
     return points @ affine[:, :2].T + affine[:, 2]
-
-
-# Box corners as (along, across) signs in drawing order: front-left, front-right, rear-right, rear-left.
-_CORNER_SIGNS = np.array([[1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]])
-
-
-def box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) -> np.ndarray:
-    """Corners of oriented boxes, ``(N, 4, 2)`` float64, in drawing order around each box.
-
-    Args:
-        xy: ``(N, 2)`` centres.
-        yaw_deg: ``(N,)`` headings.
-        half_extent: ``(N, 2)`` half-length along the heading and half-width.
-    """
-    # Complex arithmetic rotates all corners of all boxes in a handful of array operations:
-    # (along + i across) * exp(i yaw) turns (1, 0) into the heading and (0, 1) into its right.
-    # The local corners are the half-extents with signs flipped (exact), read as complex
-    # numbers in place; with a few boxes per call, the number of numpy calls is the cost.
-    heading = np.exp(1j * np.deg2rad(np.asarray(yaw_deg, dtype=np.float64)))
-    signed = np.asarray(half_extent, dtype=np.float64).reshape(-1, 1, 2) * _CORNER_SIGNS  # (N, 4, 2)
-    local = signed.view(np.complex128).reshape(-1, 4)
-    centres = np.ascontiguousarray(xy, dtype=np.float64).reshape(-1, 2).view(np.complex128)  # (N, 1)
-    corners = centres + local * heading[:, None]
-    return corners.view(np.float64).reshape(-1, 4, 2)

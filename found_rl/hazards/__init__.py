@@ -18,7 +18,7 @@ import numpy as np
 
 from found_rl.hazards.corridor import actors_in_corridor
 from found_rl.hazards.crossings import first_crossing
-from found_rl.hazards.geometry import route_geometry
+from found_rl.hazards.geometry import nearest_waypoint, route_geometry
 from found_rl.hazards.results import ActorHazard, LightHazard, StopSignHazard
 from found_rl.sim.snapshot import LightState, Route, WorldSnapshot
 
@@ -53,8 +53,7 @@ def nearest_route_index(route: Route, xy: np.ndarray, hint: int | None = None, w
     else:
         hint = min(max(int(hint), 0), count - 1)
         low, high = max(hint - window, 0), min(hint + window + 1, count)
-    point = complex(float(xy[0]), float(xy[1]))
-    return low + int(np.argmin(np.abs(route_geometry(route).xy[low:high] - point)))
+    return nearest_waypoint(route_geometry(route).xy, float(xy[0]), float(xy[1]), low, high)
 
 
 def affecting_light(snapshot: WorldSnapshot, route_index: int, horizon_m: float = 50.0) -> LightHazard | None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import bisect
-import math
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,12 +22,6 @@ class RouteCrossings:
 
     arclength_m: np.ndarray
     line_index: np.ndarray
-    arclength_list: list[float] = field(init=False, repr=False)
-    line_index_list: list[int] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "arclength_list", self.arclength_m.tolist())
-        object.__setattr__(self, "line_index_list", self.line_index.tolist())
 
 
 _CROSSINGS_CACHE_SIZE = 32
@@ -69,7 +61,7 @@ def intersect_route(geometry: RouteGeometry, segments: np.ndarray) -> RouteCross
     Route segment ``k`` is ``p0 + t r`` and line ``m`` is ``q0 + u q``; they cross when ``t`` and
     ``u`` both lie in ``[0, 1]``. Lines are processed in chunks to bound memory on long routes.
     """
-    path = geometry.xy
+    path = geometry.xy[:, 0] + 1j * geometry.xy[:, 1]
     if len(path) < 2 or len(segments) == 0:
         return RouteCrossings(np.zeros(0), np.zeros(0, np.intp))
     p0, r = path[:-1, None], np.diff(path)[:, None]  # (K, 1)
@@ -110,11 +102,8 @@ def first_crossing(
     crossings = route_crossings(route, geometry, lines.segments)
     s_ego = ego_arclength(snapshot, route_index, geometry)
     s_front = s_ego + float(snapshot.ego.half_extent[0])
-    arclength = crossings.arclength_list
-    if not math.isnan(s_ego):  # bisect_left is searchsorted on a sorted list of floats, NaN aside
-        first = bisect.bisect_left(arclength, s_ego)
-    else:
-        first = int(np.searchsorted(crossings.arclength_m, s_ego))
-    if first == len(arclength) or arclength[first] > s_front + horizon_m:
+    arclength = crossings.arclength_m
+    first = int(np.searchsorted(arclength, s_ego))  # a NaN s_ego sorts last: no crossing
+    if first == len(arclength) or not arclength[first] <= s_front + horizon_m:
         return None
-    return crossings.line_index_list[first], arclength[first] - s_front
+    return int(crossings.line_index[first]), float(arclength[first]) - s_front

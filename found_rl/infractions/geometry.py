@@ -7,36 +7,13 @@ returns arrays; nothing keeps state except the per-map :class:`DrivableArea` cac
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 import shapely
 
-from found_rl.hazards.geometry import REACH_SLACK
+from found_rl.boxes import box_corners
+from found_rl.jit import helper, kernel
 from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
-
-STOP_LINE_REACH_M = 10.0
-"""Stop lines whose first end is farther than this from the ego front are not tested."""
-
-
-def box_corners(xy: np.ndarray, yaw_deg: np.ndarray, half_extent: np.ndarray) -> np.ndarray:
-    """Corners of oriented boxes, counter-clockwise in the CARLA frame's screen view.
-
-    Args:
-        xy: ``(N, 2)`` centres, metres.
-        yaw_deg: ``(N,)`` headings.
-        half_extent: ``(N, 2)`` half-length and half-width.
-
-    Returns:
-        ``(N, 4, 2)`` corners: front-left, front-right, rear-right, rear-left (left/right as
-        seen by the driver; y points south, so "left" is ``-y`` for a car heading east).
-    """
-    yaw = np.deg2rad(np.asarray(yaw_deg, dtype=np.float64))
-    forward = np.stack([np.cos(yaw), np.sin(yaw)], axis=-1)
-    right = np.stack([-np.sin(yaw), np.cos(yaw)], axis=-1)
-    f = forward * half_extent[:, :1]
-    r = right * half_extent[:, 1:2]
-    return np.stack([xy + f - r, xy + f + r, xy - f + r, xy - f - r], axis=1)
 
 
 def boxes_overlap(
@@ -56,69 +33,77 @@ def overlapping_boxes(
     ego_xy: np.ndarray, ego_yaw_deg: float, ego_half_extent: np.ndarray, others: ActorBoxes
 ) -> np.ndarray:
     """Indices of the ``others`` that overlap the ego box, ascending (see :func:`boxes_overlap`)."""
-    if len(others) == 0 or not _may_overlap_any(ego_xy, ego_half_extent, others):
+    if len(others) == 0:
         return _NO_INDICES
-    delta = others.xy - ego_xy
-    distance2 = np.einsum("ij,ij->i", delta, delta)
-    ego_radius_m = math.hypot(ego_half_extent[0], ego_half_extent[1])
-    # Quick reject, the common case: nobody within reach of even the largest box's circle.
-    largest_radius_m = math.sqrt(2.0) * float(others.half_extent.max())
-    if float(distance2.min()) >= (ego_radius_m + largest_radius_m) ** 2:
-        return _NO_INDICES
-    # Broad phase: circumscribed circles.
-    reach = ego_radius_m + np.hypot(others.half_extent[:, 0], others.half_extent[:, 1])
-    idx = np.flatnonzero(distance2 < reach * reach)
-    if len(idx) == 0:
-        return _NO_INDICES
-    ego_yaw = math.radians(ego_yaw_deg)
-    ego_axes = np.array([[math.cos(ego_yaw), math.sin(ego_yaw)], [-math.sin(ego_yaw), math.cos(ego_yaw)]])
-    yaw = np.deg2rad(others.yaw_deg[idx])
-    other_axes = np.stack(
-        [np.stack([np.cos(yaw), np.sin(yaw)], -1), np.stack([-np.sin(yaw), np.cos(yaw)], -1)], axis=1
-    )  # (K, 2 axes, 2)
-    axes = np.concatenate([np.broadcast_to(ego_axes, other_axes.shape), other_axes], axis=1)  # (K, 4, 2)
-    ego_radius = np.abs(axes @ ego_axes.T) @ ego_half_extent  # (K, 4)
-    other_radius = np.einsum("kab,kb->ka", np.abs(np.einsum("kaj,kbj->kab", axes, other_axes)), others.half_extent[idx])
-    centre_gap = np.abs(np.einsum("kaj,kj->ka", axes, delta[idx]))
-    return idx[np.all(centre_gap < ego_radius + other_radius, axis=1)]
+    ego_x, ego_y = np.asarray(ego_xy, dtype=np.float64).tolist()
+    half_length, half_width = np.asarray(ego_half_extent, dtype=np.float64).tolist()
+    count = len(others)
+    return overlapping_box_indices(
+        ego_x,
+        ego_y,
+        float(ego_yaw_deg),
+        half_length,
+        half_width,
+        np.ascontiguousarray(others.xy, dtype=np.float64).reshape(count, 2),
+        np.ascontiguousarray(others.yaw_deg, dtype=np.float64).reshape(count),
+        np.ascontiguousarray(others.half_extent, dtype=np.float64).reshape(count, 2),
+    )
+
+
+@kernel("int64[::1](float64, float64, float64, float64, float64, float64[:, ::1], float64[::1], float64[:, ::1])")
+def overlapping_box_indices(
+    ego_x: float,
+    ego_y: float,
+    ego_yaw_deg: float,
+    ego_half_length: float,
+    ego_half_width: float,
+    xy: np.ndarray,
+    yaw_deg: np.ndarray,
+    half_extent: np.ndarray,
+) -> np.ndarray:
+    """Ascending indices of the boxes overlapping the ego box.
+
+    Circumscribed circles reject most boxes; the separating-axis test on the four box axes
+    (the ego's two, the other box's two) decides the rest: the boxes overlap when, on every
+    axis, the centres are closer than the sum of the two boxes' projected half-extents.
+    """
+    yaw = math.radians(ego_yaw_deg)
+    ego_cos, ego_sin = math.cos(yaw), math.sin(yaw)
+    ego_radius = math.hypot(ego_half_length, ego_half_width)
+    found = np.empty(len(xy), np.int64)
+    count = 0
+    for k in range(len(xy)):
+        dx, dy = xy[k, 0] - ego_x, xy[k, 1] - ego_y
+        reach = ego_radius + math.hypot(half_extent[k, 0], half_extent[k, 1])
+        if not dx * dx + dy * dy < reach * reach:
+            continue
+        other = math.radians(yaw_deg[k])
+        cos, sin = math.cos(other), math.sin(other)
+        is_separated = False
+        # Axes: ego forward, ego right, other forward, other right (right = (-sin, cos)).
+        for axis_x, axis_y in ((ego_cos, ego_sin), (-ego_sin, ego_cos), (cos, sin), (-sin, cos)):
+            ego_reach = (
+                abs(axis_x * ego_cos + axis_y * ego_sin) * ego_half_length
+                + abs(-axis_x * ego_sin + axis_y * ego_cos) * ego_half_width
+            )
+            other_reach = (
+                abs(axis_x * cos + axis_y * sin) * half_extent[k, 0]
+                + abs(-axis_x * sin + axis_y * cos) * half_extent[k, 1]
+            )
+            if not abs(axis_x * dx + axis_y * dy) < ego_reach + other_reach:
+                is_separated = True
+                break
+        if not is_separated:
+            found[count] = k
+            count += 1
+    return found[:count].copy()
 
 
 _NO_INDICES = np.zeros(0, dtype=np.int64)
 
-def _may_overlap_any(ego_xy: np.ndarray, ego_half_extent: np.ndarray, others: ActorBoxes) -> bool:
-    """``False`` only if the exact broad phase of :func:`overlapping_boxes` rejects every box.
-
-    The usual step has a handful of actors and none within reach; a loop over Python floats
-    decides that faster than one numpy call. The circle test is loosened by
-    :data:`REACH_SLACK` (``math.hypot`` and ``np.hypot`` may differ in the last bit), and
-    anything but plain float64 arrays, or a NaN, answers ``True`` (the exact path decides).
-    """
-    xy, half_extent = others.xy, others.half_extent
-    if not (
-        type(xy) is np.ndarray
-        and type(half_extent) is np.ndarray
-        and xy.dtype == _FLOAT64
-        and half_extent.dtype == _FLOAT64
-        and xy.shape == half_extent.shape == (len(others), 2)
-        and getattr(ego_xy, "shape", None) == (2,)
-    ):
-        return True
-    ego_x, ego_y = ego_xy.tolist()
-    ego_radius_m = math.hypot(ego_half_extent[0], ego_half_extent[1])
-    hypot, slack = math.hypot, 1.0 + REACH_SLACK
-    for (x, y), (half_length, half_width) in zip(xy.tolist(), half_extent.tolist()):
-        dx, dy = x - ego_x, y - ego_y
-        reach = (ego_radius_m + hypot(half_length, half_width)) * slack
-        if not dx * dx + dy * dy >= reach * reach:
-            return True
-    return False
-
-
-_FLOAT64 = np.dtype(np.float64)
-
 
 def segments_cross(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.ndarray:
-    """Whether the motion segment ``p0 -> p1`` properly crosses each of ``segments``.
+    """Whether the segment ``p0 -> p1`` properly crosses each of ``segments``.
 
     Touching an end point counts as crossing; sliding along a segment does not.
 
@@ -129,39 +114,52 @@ def segments_cross(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.n
     Returns:
         ``(M,)`` bool.
     """
+    mask = np.zeros(len(segments), dtype=bool)
+    mask[crossed_segments(p0, p1, segments)] = True
+    return mask
+
+
+def crossed_segments(p0: np.ndarray, p1: np.ndarray, segments: np.ndarray) -> np.ndarray:
+    """Ascending indices of the ``segments`` that ``p0 -> p1`` crosses (see :func:`segments_cross`)."""
     if len(segments) == 0:
-        return np.zeros(0, dtype=bool)
-    a, b = segments[:, 0], segments[:, 1]
-    motion = p1 - p0
+        return _NO_INDICES
+    x0, y0 = np.asarray(p0, dtype=np.float64).tolist()
+    x1, y1 = np.asarray(p1, dtype=np.float64).tolist()
+    lines = np.ascontiguousarray(segments, dtype=np.float64).reshape(-1, 4)
+    return crossing_indices(x0, y0, x1, y1, lines)
 
-    def cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
 
-    side_p0 = cross(b - a, p0 - a)
-    side_p1 = cross(b - a, p1 - a)
-    side_a = cross(np.broadcast_to(motion, a.shape), a - p0)
-    side_b = cross(np.broadcast_to(motion, b.shape), b - p0)
-    return (side_p0 * side_p1 <= 0) & (side_p0 != side_p1) & (side_a * side_b <= 0)
+@helper
+def _crosses(x0: float, y0: float, x1: float, y1: float, ax: float, ay: float, bx: float, by: float) -> bool:
+    """Whether ``(x0, y0) -> (x1, y1)`` crosses ``(ax, ay) -> (bx, by)``: the ends of each lie
+    on opposite sides of (or on) the other, and the moving point does not stay on the line's
+    side (``side_p0 != side_p1``: sliding along the line is no crossing)."""
+    side_p0 = (bx - ax) * (y0 - ay) - (by - ay) * (x0 - ax)
+    side_p1 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
+    side_a = (x1 - x0) * (ay - y0) - (y1 - y0) * (ax - x0)
+    side_b = (x1 - x0) * (by - y0) - (y1 - y0) * (bx - x0)
+    return side_p0 * side_p1 <= 0 and side_p0 != side_p1 and side_a * side_b <= 0
+
+
+@kernel("int64[::1](float64, float64, float64, float64, float64[:, ::1])")
+def crossing_indices(x0: float, y0: float, x1: float, y1: float, lines: np.ndarray) -> np.ndarray:
+    """Ascending indices of the ``lines`` (rows ``ax, ay, bx, by``) that ``(x0, y0) -> (x1, y1)``
+    crosses (see :func:`_crosses`)."""
+    found = np.empty(len(lines), np.int64)
+    count = 0
+    for i in range(len(lines)):
+        if _crosses(x0, y0, x1, y1, lines[i, 0], lines[i, 1], lines[i, 2], lines[i, 3]):
+            found[count] = i
+            count += 1
+    return found[:count].copy()
 
 
 def ego_corners(ego: EgoState, with_centre: bool = False) -> np.ndarray:
-    """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners` (scalar fast path);
-    ``(5, 2)`` with the centre appended when ``with_centre``."""
-    yaw = math.radians(ego.yaw_deg)
-    cos, sin = math.cos(yaw), math.sin(yaw)
-    half_length, half_width = ego.half_extent.tolist()  # Python floats: scalar maths is faster
-    fx, fy = half_length * cos, half_length * sin
-    rx, ry = -half_width * sin, half_width * cos
-    x, y = ego.xy.tolist()
-    corners = [
-        [x + fx - rx, y + fy - ry],
-        [x + fx + rx, y + fy + ry],
-        [x - fx + rx, y - fy + ry],
-        [x - fx - rx, y - fy - ry],
-    ]
-    if with_centre:
-        corners.append([x, y])
-    return np.array(corners)
+    """``(4, 2)`` corners of the ego box, ordered as :func:`box_corners`; ``(5, 2)`` with the
+    centre appended when ``with_centre``."""
+    xy = np.asarray(ego.xy, dtype=np.float64).reshape(1, 2)
+    corners = box_corners(xy, np.array([ego.yaw_deg], dtype=np.float64), np.asarray(ego.half_extent).reshape(1, 2))[0]
+    return np.concatenate([corners, xy]) if with_centre else corners
 
 
 def ego_front_xy(ego: EgoState) -> np.ndarray:
@@ -239,82 +237,102 @@ def crossed_stop_lines(
     A crossing against the lane's direction (driving out of a junction into an incoming lane)
     is not a crossing of that lane's stop line.
     """
-    segments = stop_lines.segments
-    if len(segments) == 0:
+    crossed = crossed_segments(front_before, front_now, stop_lines.segments)
+    motion = np.asarray(front_now, dtype=np.float64) - front_before
+    return _along_lanes(crossed, motion, stop_lines, map_geometry)
+
+
+def _along_lanes(
+    indices: np.ndarray, heading: np.ndarray, stop_lines: StopLines, map_geometry: MapGeometry
+) -> np.ndarray:
+    """The ``indices`` of stop lines whose lane runs along ``heading`` (or is unknown)."""
+    if not len(indices):
         return _NO_INDICES
-    x0, y0 = front_before.tolist()
-    x1, y1 = front_now.tolist()
-    forward = []
-    for i in _stop_lines_near(segments, x1, y1):
-        (ax, ay), (bx, by) = segments[i].tolist()
-        if not _segment_crosses(x0, y0, x1, y1, ax, ay, bx, by):
-            continue
+    kept = []
+    for i in indices.tolist():
         direction = lane_direction(map_geometry, stop_lines.lane_ids[i])
-        if direction is None or (x1 - x0) * direction[0] + (y1 - y0) * direction[1] > 0.0:
-            forward.append(int(i))
-    return np.asarray(forward, dtype=np.int64) if forward else _NO_INDICES
+        if direction is None or float(heading @ direction) > 0.0:
+            kept.append(i)
+    return np.asarray(kept, dtype=np.int64)
 
 
-def _segment_crosses(x0: float, y0: float, x1: float, y1: float, ax: float, ay: float, bx: float, by: float) -> bool:
-    """Scalar :func:`segments_cross` for one motion and one segment (same rules)."""
-    side_p0 = (bx - ax) * (y0 - ay) - (by - ay) * (x0 - ax)
-    side_p1 = (bx - ax) * (y1 - ay) - (by - ay) * (x1 - ax)
-    side_a = (x1 - x0) * (ay - y0) - (y1 - y0) * (ax - x0)
-    side_b = (x1 - x0) * (by - y0) - (y1 - y0) * (bx - x0)
-    return side_p0 * side_p1 <= 0 and side_p0 != side_p1 and side_a * side_b <= 0
+RED_LIGHT_TAIL_NEAR = 0.8
+"""The leaderboard's tail segment starts this fraction of the half-length behind the centre
+(``RunningRedLightTest``: ``-0.8 * extent.x``)..."""
+
+RED_LIGHT_TAIL_BEYOND_M = 1.0
+"""... and ends this far behind the rear bumper (``-extent.x - 1``)."""
+
+RED_LIGHT_LINE_FRACTION = 0.8
+"""Share of a stop line's length, about its middle, that counts (the leaderboard's stop line
+is 0.4 lane widths either side of the lane centre)."""
 
 
-class _StopLineGrid:
-    """Stop lines bucketed by their first end point in cells of ``STOP_LINE_REACH_M``.
+def ego_tail_segment(ego: EgoState) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The leaderboard's tail segment of the ego: ``(near, far)`` points behind its centre."""
+    yaw = math.radians(ego.yaw_deg)
+    cos, sin = math.cos(yaw), math.sin(yaw)
+    x, y = ego.xy.tolist()
+    half_length = float(ego.half_extent[0])
+    near_m, far_m = RED_LIGHT_TAIL_NEAR * half_length, half_length + RED_LIGHT_TAIL_BEYOND_M
+    return (x - near_m * cos, y - near_m * sin), (x - far_m * cos, y - far_m * sin)
 
-    Backends hand over the same static segments array every step; bucketing it once turns the
-    per-step search into a few dict lookups instead of array arithmetic.
+
+def tail_crossed_lines(
+    tail_near_before: tuple[float, float], ego: EgoState, stop_lines: StopLines, map_geometry: MapGeometry
+) -> np.ndarray:
+    """Indices of ``stop_lines`` the ego's tail is crossing, CARLA leaderboard style.
+
+    The leaderboard's ``RunningRedLightTest`` fires while the segment from just behind the
+    ego's centre to a metre behind its rear bumper crosses the middle 80 % of a stop line whose
+    lane runs the way the ego faces. A run is decided by the rear, not the front: stopping with
+    the bumper over the line is no run, and entering on yellow but crossing with the tail on
+    red is. At 10 Hz a fast ego's tail segment can jump a line between two snapshots, so the
+    motion of the segment's near end over the step (from ``tail_near_before``) counts as well.
     """
-
-    def __init__(self, segments: np.ndarray) -> None:
-        self._buckets: dict[tuple[int, int], list[int]] = {}
-        for i, (x, y) in enumerate(segments[:, 0, :].tolist()):
-            key = (math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M))
-            self._buckets.setdefault(key, []).append(i)
-        self._neighbourhoods: dict[tuple[int, int], tuple[int, ...]] = {}
-
-    def near(self, x: float, y: float) -> tuple[int, ...]:
-        """Lines whose first end may lie within ``STOP_LINE_REACH_M`` of ``(x, y)`` (a superset)."""
-        key = (math.floor(x / STOP_LINE_REACH_M), math.floor(y / STOP_LINE_REACH_M))
-        found = self._neighbourhoods.get(key)
-        if found is None:  # the ego stays in a cell for many steps: gather its 3 x 3 cells once
-            found = self._neighbourhoods[key] = self._gather(*key)
-        return found
-
-    def _gather(self, cx: int, cy: int) -> tuple[int, ...]:
-        found: list[int] = []
-        for dx in (-1, 0, 1):
-            for dy in (-1, 0, 1):
-                found.extend(self._buckets.get((cx + dx, cy + dy), ()))
-        return tuple(found)
+    if len(stop_lines) == 0:
+        return _NO_INDICES
+    (near_x, near_y), (far_x, far_y) = ego_tail_segment(ego)
+    crossed = tail_crossing_indices(
+        tail_near_before[0],
+        tail_near_before[1],
+        near_x,
+        near_y,
+        far_x,
+        far_y,
+        np.ascontiguousarray(stop_lines.segments, dtype=np.float64).reshape(-1, 4),
+        RED_LIGHT_LINE_FRACTION,
+    )
+    yaw = math.radians(ego.yaw_deg)
+    return _along_lanes(crossed, np.array([math.cos(yaw), math.sin(yaw)]), stop_lines, map_geometry)
 
 
-_GRID_CACHE: dict[int, tuple[weakref.ref, _StopLineGrid | None]] = {}
-
-
-def _stop_lines_near(segments: np.ndarray, x: float, y: float) -> list[int] | tuple[int, ...]:
-    """Indices of stop lines that may be within reach of ``(x, y)``.
-
-    An array seen for the second time gets a :class:`_StopLineGrid`; arrays built anew every
-    step keep to one vectorised distance test.
-    """
-    entry = _GRID_CACHE.get(id(segments))
-    if entry is not None and entry[0]() is segments:
-        grid = entry[1]
-        if grid is None:
-            grid = _StopLineGrid(segments)
-            _GRID_CACHE[id(segments)] = (entry[0], grid)
-        return grid.near(x, y)
-    if len(_GRID_CACHE) > 64:
-        _GRID_CACHE.clear()
-    _GRID_CACHE[id(segments)] = (weakref.ref(segments), None)
-    offset = segments[:, 0, :] - (x, y)
-    return np.flatnonzero(np.einsum("ij,ij->i", offset, offset) < STOP_LINE_REACH_M**2).tolist()
+@kernel("int64[::1](float64, float64, float64, float64, float64, float64, float64[:, ::1], float64)")
+def tail_crossing_indices(
+    before_x: float,
+    before_y: float,
+    near_x: float,
+    near_y: float,
+    far_x: float,
+    far_y: float,
+    lines: np.ndarray,
+    fraction: float,
+) -> np.ndarray:
+    """Ascending indices of the ``lines`` (rows ``ax, ay, bx, by``), shrunk to ``fraction`` of
+    their length about their middle, that the tail segment ``far -> near`` or the near end's
+    motion ``before -> near`` crosses."""
+    found = np.empty(len(lines), np.int64)
+    count = 0
+    for i in range(len(lines)):
+        middle_x, middle_y = 0.5 * (lines[i, 0] + lines[i, 2]), 0.5 * (lines[i, 1] + lines[i, 3])
+        ax, ay = middle_x + fraction * (lines[i, 0] - middle_x), middle_y + fraction * (lines[i, 1] - middle_y)
+        bx, by = middle_x + fraction * (lines[i, 2] - middle_x), middle_y + fraction * (lines[i, 3] - middle_y)
+        if _crosses(far_x, far_y, near_x, near_y, ax, ay, bx, by) or _crosses(
+            before_x, before_y, near_x, near_y, ax, ay, bx, by
+        ):
+            found[count] = i
+            count += 1
+    return found[:count].copy()
 
 
 def stop_zone_mask(

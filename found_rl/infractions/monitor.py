@@ -22,9 +22,11 @@ from found_rl.infractions.geometry import (
     drivable_area,
     ego_corners,
     ego_front_xy,
+    ego_tail_segment,
     overlapping_boxes,
     route_lane_family,
     stop_zone_mask,
+    tail_crossed_lines,
 )
 from found_rl.route_progress import RouteProgress
 from found_rl.sim.snapshot import LightState, WorldSnapshot
@@ -121,6 +123,8 @@ class InfractionMonitor:
         self._area: DrivableArea | None = None
         self._lane_family: frozenset[str] = frozenset()
         self._front = np.zeros(2)
+        self._tail_near = (0.0, 0.0)
+        self._last_red_light: str | None = None
         self._time_s = 0.0
         self._distance_m = 0.0
         self._touching: set[tuple[str, str]] = set()
@@ -135,6 +139,8 @@ class InfractionMonitor:
         self._area = drivable_area(snapshot.map)
         self._lane_family = route_lane_family(snapshot.route.lane_ids, snapshot.map)
         self._front = ego_front_xy(snapshot.ego)
+        self._tail_near = ego_tail_segment(snapshot.ego)[0]
+        self._last_red_light = None
         self._time_s = snapshot.time_s
         self._distance_m = 0.0
         self._touching = set()
@@ -186,12 +192,17 @@ class InfractionMonitor:
             report(InfractionKind.COLLISION_LAYOUT, None, f"left the road by {corner_outside_m:.2f} m")
         self._is_offroad = is_offroad
 
-        # Red lights and stop signs: the front bumper crossing a stop line of its lane.
-        front = ego_front_xy(ego)
+        # Red lights: the leaderboard's test, the ego's tail crossing a red light's stop line.
         lights = snapshot.traffic_lights
-        for i in crossed_stop_lines(self._front, front, lights, snapshot.map):
-            if lights.states[i] == LightState.RED:
-                report(InfractionKind.RED_LIGHT, lights.ids[i], f"ran red light {lights.ids[i]}")
+        tail_near, _ = ego_tail_segment(ego)
+        for i in tail_crossed_lines(self._tail_near, ego, lights, snapshot.map):
+            light_id = lights.ids[i]
+            if lights.states[i] == LightState.RED and light_id != self._last_red_light:
+                self._last_red_light = light_id  # one run per light, however long the tail takes
+                report(InfractionKind.RED_LIGHT, light_id, f"ran red light {light_id}")
+        self._tail_near = tail_near
+        # Stop signs: the front bumper crossing a stop line of its lane.
+        front = ego_front_xy(ego)
         signs = snapshot.stop_signs
         if len(signs):
             if speed_mps < cfg.stop_speed_mps:

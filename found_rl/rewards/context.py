@@ -93,13 +93,8 @@ _NO_HAZARDS = Hazards()
 
 
 def _line_middle(segments: np.ndarray, index: int) -> np.ndarray:
-    """``segments[index].mean(axis=0)`` without its numpy overhead: for float64 lines the mean
-    of two points is ``(a + b) / 2`` exactly as numpy's reduction computes it."""
-    line = segments[index]
-    if not (type(line) is np.ndarray and line.dtype == np.float64 and line.shape == (2, 2)):
-        return line.mean(axis=0)
-    (ax, ay), (bx, by) = line.tolist()
-    return np.array([(ax + bx) / 2.0, (ay + by) / 2.0])
+    """Middle ``(2,)`` of stop line ``index``."""
+    return segments[index].mean(axis=0)
 
 
 @dataclass(frozen=True)

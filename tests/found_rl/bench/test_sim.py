@@ -47,6 +47,17 @@ def test_bench_sim_json_has_every_key(capsys):
         assert report[key] > 0, key
     assert report["backend_ms_bev_5"] > 0 and report["render_ms_bev_5"] > 0
     assert report["render_ms_state_5"] == 0.0  # state-only observations render nothing
+    stages = report["stage_ms_bev_5"]
+    assert list(stages) == list(sim.STAGES)
+    for name in ("sumo_step", "snapshot_read", "render", "hazards", "infractions", "route_tracking"):
+        assert stages[name] > 0, name
+    assert sum(stages.values()) == pytest.approx(report["step_ms_bev_5"])  # the stages add up to the step
+    assert report["stage_ms_state_5"]["render"] == 0.0
+    assert sum(report["stage_cpu_ms_bev_5"].values()) == pytest.approx(report["step_cpu_ms_bev_5"])
+    assert report["backend_ms_bev_5"] == pytest.approx(
+        sum(stages[n] for n in ("sumo_step", "snapshot_read", "backend_other"))
+    )
+    assert len(report["load_average"]) == 3
     assert report["reset_config"] == "bev_5" and report["resets_timed"] >= 2
     assert report["reset_ms"] == report["reset_ms_bev_5"]  # the headline is the middle BEV run's
     assert report["resets_timed_state_5"] < report["resets_timed"]  # the extra resets are bev_5's
@@ -69,7 +80,8 @@ def test_table_output_names_the_runs(capsys, tmp_path, monkeypatch):
     assert args.run(args) == 0
     out = capsys.readouterr().out
     assert f"({scenario}, not pinned (--no-pin); median of 1 runs)" in out
-    assert "target (>= 1000 steps/s with BEV at 50 vehicles" in out and "…" not in out
+    assert "target (>= 1500 steps/s with BEV at 50 vehicles, >= 800 at 150" in out and "…" not in out
+    assert "stage by stage" in out and "load average" in out
     for header in ("vehicles", "steps/s", "runs (min-max)", "vs BEV@50", "CPU ms/step", "reset ms (p95)"):
         assert header in out, header
     assert "reset (bev_3): not timed" in out  # five steps end no episode, and --resets 0
@@ -103,3 +115,20 @@ def test_a_missing_default_scenario_says_to_pass_one(monkeypatch, tmp_path):
     args.scenario = sim.DEFAULT_SCENARIO
     with pytest.raises(FileNotFoundError, match="pass --scenario FILE"):
         args.run(args)
+
+
+def test_stage_timers_put_everything_back():
+    import found_rl.env as env_module
+    from found_rl import hazards
+    from found_rl.env import DrivingEnv
+    from found_rl.route_progress import RouteTracker
+    from found_rl.scenario import load_scenario
+    from found_rl.testing import ScriptedBackend
+
+    update = RouteTracker.update
+    env = DrivingEnv(load_scenario(QUICKSTART), backend=ScriptedBackend())
+    parts = (env.backend, env.renderer, env.monitor)
+    result = sim.measure_env(env, steps=5, seed=0)
+    assert (env.backend, env.renderer, env.monitor) == parts
+    assert env_module.hazards is hazards and RouteTracker.update is update
+    assert result["stage_ms"]["render"] > 0 and result["stage_ms"]["sumo_step"] == 0.0  # no SUMO here

@@ -14,8 +14,19 @@ from found_rl.bev.static_map import static_raster
 def test_benchmark_prints_one_json_object(capsys):
     assert main(["--json", "--seconds", "0.01"]) == 0
     results = json.loads(capsys.readouterr().out)
-    assert set(results) == {"empty", "town_50v_20w_20l", "dense_50v_20w_20l", "town_150v_40w_40l"}
-    assert all(case["render_ms_median"] > 0 for case in results.values())
+    cases = {"empty", "town_50v_20w_20l", "dense_50v_20w_20l", "town_150v_40w_40l"}
+    assert cases <= set(results)
+    assert all(results[case]["render_ms_median"] > 0 for case in cases)
+    assert results["target_case"] == "town_50v_20w_20l" and results["target_render_ms"] == 0.2
+    assert results["target_met"] == (results["town_50v_20w_20l"]["render_ms_median"] <= 0.2)
+    assert results["numpy_call_us"] > 0 and len(results["load_average"]) == 3
+
+
+def test_table_states_the_target_and_the_load(capsys):
+    assert main(["--seconds", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "target (<= 0.2 ms per render, town_50v_20w_20l, one quiet core)" in out
+    assert "load average" in out and "numpy call" in out
 
 
 def test_time_render_reports_counts():

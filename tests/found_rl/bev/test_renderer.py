@@ -3,14 +3,20 @@ ARCHITECTURE §4 geometry (192 px, 5 px/m, ego at row 152 = 192 - 40, column 96,
 
 from __future__ import annotations
 
+import dataclasses
+
 import cv2
 import numpy as np
 import pytest
 
-from found_rl.bev import BevConfig, BevRenderer
+import found_rl.bev.renderer as renderer_module
+from found_rl.bev import BevConfig, BevRenderer, static_map
 from found_rl.bev.layers import FIXED_POINT_BITS, FIXED_POINT_SCALE
+from found_rl.bev.pooling import MaxPool
+from found_rl.bev.renderer import split_static_bits
 from found_rl.bev.scenes import GREEN, LANE_Y, RED, YELLOW, boxes, snapshot, stop_lines, straight_road_map
-from found_rl.bev.transform import world_to_pixel_affine
+from found_rl.bev.static_map import static_raster, value_raster
+from found_rl.bev.transform import box_corners, world_to_pixel_affine
 from found_rl.sim.snapshot import Polyline
 
 CONFIG = BevConfig()
@@ -453,3 +459,191 @@ def test_history_frames_are_1_5_1_0_0_5_s_old_and_now():
     masks = render(*snaps).last_masks
     rows = [centroid_rc(masks[channel])[0] for channel in (3, 4, 5, 6)]
     np.testing.assert_allclose(rows, [152 - 12.5, 152 - 25.0, 152 - 37.5, 152 - 50.0], atol=1.0)
+
+
+# --- caches and skipped work against the plain drawing, on random scenes -------------------
+
+
+def test_stop_lines_reused_across_nearby_renders_match_fresh_culling(monkeypatch):
+    # The ego wanders by up to a few margins per step: cached culls are reused and refreshed.
+    rng = np.random.default_rng(23)
+    base = random_scene(rng, 0.0)
+    lines = stop_lines([((x, y), (x + 3.0, y + 1.0)) for x, y in rng.uniform(-40, 40, (60, 2))], [RED] * 60)
+    scenes, ego_x = [], 0.0
+    for step in range(80):
+        ego_x += float(rng.choice([0.0, 1.0, 4.9, 5.0, 5.1, -7.0]))
+        scene = random_scene(rng, round(0.1 * step, 1), ego_x=ego_x)
+        scenes.append(dataclasses.replace(scene, traffic_lights=lines, stop_signs=base.stop_signs))
+    fast = render_all(scenes)
+    monkeypatch.setattr(renderer_module, "_LINE_CACHE_MARGIN_M", 0.0)
+    slow = render_all(scenes)
+    for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
+        np.testing.assert_array_equal(masks, slow_masks, err_msg=f"step {step}")
+        np.testing.assert_array_equal(bev, slow_bev, err_msg=f"step {step}")
+        np.testing.assert_array_equal(rgb, slow_rgb, err_msg=f"step {step}")
+
+
+def test_value_raster_decodes_like_the_bit_split():
+    rng = np.random.default_rng(14)
+    geometry = snapshot().map
+    raster = static_raster(geometry, CONFIG.pixels_per_m, CONFIG.marking_width_px, CONFIG.max_static_pixels)
+    values = value_raster(raster, 255, CONFIG.solid_marking_value, CONFIG.broken_marking_value)
+    assert values is not None and values is value_raster(raster, 255, 255, 120)  # cached
+    size = CONFIG.size_px
+    for _ in range(50):
+        angle, scale = rng.uniform(-np.pi, np.pi), rng.choice([5.0, 1.0, 0.37])
+        affine = np.array([[np.cos(angle), -np.sin(angle), 0.0], [np.sin(angle), np.cos(angle), 0.0]]) * scale
+        affine[:, 2] = rng.uniform(-300.0, 300.0, 2)
+        warp = {"flags": cv2.INTER_NEAREST, "borderMode": cv2.BORDER_CONSTANT, "borderValue": 0}
+        bits = cv2.warpAffine(raster.bits, affine, (size, size), **warp)
+        road, markings, scratch = (np.zeros((size, size), np.uint8) for _ in range(3))
+        split_static_bits(bits, road, markings, scratch, CONFIG)
+        planes = cv2.warpAffine(values, affine, (size, size), **warp).view(np.uint8).reshape(size, size, 2)
+        np.testing.assert_array_equal(planes[..., 0], road)
+        np.testing.assert_array_equal(planes[..., 1], markings)
+
+
+def test_pooling_only_some_channels_equals_pooling_all():
+    rng = np.random.default_rng(15)
+    pool = MaxPool((15, 192, 192), 2)
+    for _ in range(30):
+        flags = rng.random(15) < 0.5
+        masks = rng.integers(0, 256, (15, 192, 192), dtype=np.uint8)
+        masks[~flags] = 0
+        runs = renderer_module._runs(flags.tolist())
+        np.testing.assert_array_equal(pool(masks, runs), pool(masks))
+
+
+@pytest.mark.parametrize("flags", [[], [True], [False, True, True, False, True], [True, True, False]])
+def test_runs(flags):
+    expected = [(k, k + 1) for k, flag in enumerate(flags) if flag]
+    merged = []
+    for start, stop in expected:
+        if merged and merged[-1][1] == start:
+            merged[-1] = (merged[-1][0], stop)
+        else:
+            merged.append((start, stop))
+    assert renderer_module._runs(flags) == merged
+
+
+def random_scene(rng: np.random.Generator, time_s: float, crowded: bool = False, ego_x: float = 0.0):
+    """Vehicles and walkers around (and beyond) the view, often overlapping; stop lines in 3 states."""
+    num_vehicles = int(rng.integers(0, 70 if crowded and rng.random() < 0.3 else 12))
+    num_walkers = int(rng.integers(0, 25 if crowded and rng.random() < 0.3 else 4))
+    spread = float(rng.choice([6.0, 25.0, 45.0, 60.0]))
+    ego = (ego_x, LANE_Y)
+
+    def actors(count: int, half: tuple[float, float], prefix: str):
+        if count == 0:
+            return None
+        xy = ego + rng.uniform(-spread, spread, (count, 2))
+        return boxes(xy, rng.uniform(-180.0, 180.0, count), half_extent=half, prefix=prefix)
+
+    num_lines = int(rng.integers(0, 8))
+    starts = rng.uniform(-50.0, 50.0, (num_lines, 2))
+    lines = [((x, y), (x + rng.uniform(-4, 4), y + rng.uniform(-4, 4))) for x, y in starts]
+    states = rng.choice([RED, YELLOW, GREEN, 0], num_lines).tolist()  # 0: unknown, not drawn
+    signs = [((x, y), (x, y + 3.5)) for x, y in rng.uniform(-40, 40, (int(rng.integers(0, 2)), 2))]
+    return snapshot(
+        ego,
+        float(rng.uniform(-180.0, 180.0)),
+        vehicles=actors(num_vehicles, (2.3, 1.0), "v"),
+        walkers=actors(num_walkers, (0.3, 0.3), "w"),
+        lights=stop_lines(lines, states) if lines else None,
+        signs=stop_lines(signs, [RED] * len(signs)) if signs else None,
+        time_s=time_s,
+    )
+
+
+def random_episode(seed: int, steps: int) -> list:
+    """Consecutive scenes; stop lines stay put (with occasional state changes), as in a town."""
+    rng = np.random.default_rng(seed)
+    scenes = []
+    base = random_scene(rng, 0.0)
+    for step in range(steps):
+        scene = random_scene(rng, round(0.1 * step, 1), crowded=True, ego_x=0.3 * step)
+        lights = base.traffic_lights
+        if len(lights) and step % 7 == 0:
+            lights = stop_lines(lights.segments.tolist(), rng.choice([RED, YELLOW, GREEN], len(lights)).tolist())
+        base = dataclasses.replace(base, traffic_lights=lights)
+        scenes.append(dataclasses.replace(scene, traffic_lights=lights, stop_signs=base.stop_signs))
+    return scenes
+
+
+def render_all(scenes: list) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    renderer = BevRenderer(scenes[0].map)
+    results = []
+    for scene in scenes:
+        bev = renderer.render(scene)
+        results.append((bev, renderer.last_masks.copy(), renderer.render_rgb()))
+    return results
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_line_culls_and_the_16_bit_crop_render_like_the_plain_path(monkeypatch, seed):
+    scenes = random_episode(seed, 40)
+    fast = render_all(scenes)
+    # The plain path: stop lines culled afresh every render, bit-split static crop.
+    monkeypatch.setattr(renderer_module, "_LINE_CACHE_MARGIN_M", 0.0)
+    monkeypatch.setattr(static_map, "MAX_VALUE_RASTER_PIXELS", 0)
+    slow = render_all(scenes)
+    for step, ((bev, masks, rgb), (slow_bev, slow_masks, slow_rgb)) in enumerate(zip(fast, slow)):
+        np.testing.assert_array_equal(masks, slow_masks, err_msg=f"step {step}")
+        np.testing.assert_array_equal(bev, slow_bev, err_msg=f"step {step}")
+        np.testing.assert_array_equal(rgb, slow_rgb, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_pooled_output_and_shared_channels_match_a_fresh_drawing(seed):
+    scenes = random_episode(seed, 30)
+    renderer = BevRenderer(scenes[0].map)
+    pool = MaxPool(renderer.last_masks.shape, 2)
+    for scene in scenes:
+        bev = renderer.render(scene)
+        masks = renderer.last_masks  # reading it fills in the channels shared between slots
+        np.testing.assert_array_equal(bev, pool(np.ascontiguousarray(masks)))
+        affine = world_to_pixel_affine(scene.ego.xy, scene.ego.yaw_deg, CONFIG.pixels_per_m, CONFIG.ego_pixel)
+        for channel, frame in zip(CONFIG.light_channels, renderer._last_frames):
+            np.testing.assert_array_equal(masks[channel], draw_every_stop_line(frame.lines, affine))
+
+
+def draw_every_stop_line(layout, affine: np.ndarray) -> np.ndarray:
+    """Every stop line of a layout, unculled, group by group."""
+    channel = np.zeros((CONFIG.size_px, CONFIG.size_px), np.uint8)
+    for value, start, stop in layout.groups:
+        ends = np.ascontiguousarray(layout.points_xy[start:stop]).reshape(-1, 1, 2)
+        pixels = cv2.transform(ends, affine * FIXED_POINT_SCALE).astype(np.int32).reshape(-1, 2, 2)
+        cv2.polylines(channel, pixels, False, value, CONFIG.stop_line_width_px, cv2.LINE_8, FIXED_POINT_BITS)
+    return channel
+
+
+def test_boxes_at_the_view_border_are_drawn_or_skipped_exactly():
+    # Boxes placed all around the view's bounding circle, one per scene: skipping a kind whose
+    # boxes cannot reach the view must never lose a pixel.
+    radius = CONFIG.view_radius_m
+    for angle in np.linspace(-np.pi, np.pi, 48, endpoint=False):
+        for extra in (-1.0, 0.0, 0.5, 1.0, 2.5):
+            for half in ((2.3, 1.0), (0.8, 0.8)):
+                centre = (np.cos(angle) * (radius + extra), LANE_Y + np.sin(angle) * (radius + extra))
+                scene = snapshot(vehicles=boxes([centre], [float(np.degrees(angle))], half_extent=half))
+                renderer = BevRenderer(scene.map)
+                renderer.render(scene)
+                reference = np.zeros((CONFIG.size_px, CONFIG.size_px), np.uint8)
+                affine = world_to_pixel_affine(scene.ego.xy, 0.0, CONFIG.pixels_per_m, CONFIG.ego_pixel)
+                corners = box_corners(np.array([centre]), np.array([np.degrees(angle)]), np.maximum([half], 0.8))
+                pixels = cv2.transform(corners.reshape(-1, 1, 2), affine * FIXED_POINT_SCALE).astype(np.int32)
+                cv2.fillPoly(reference, pixels.reshape(-1, 4, 2), 255, cv2.LINE_8, FIXED_POINT_BITS)
+                np.testing.assert_array_equal(renderer.last_masks[CONFIG.vehicle_channels[-1]], reference)
+
+
+@pytest.mark.parametrize("pool", [1, 3])
+def test_shared_channels_with_other_pool_sizes(pool):
+    config = BevConfig(pool=pool)
+    scenes = random_episode(5, 20)
+    renderer = BevRenderer(scenes[0].map, config)
+    size = config.pooled_size_px
+    for scene in scenes:
+        bev = renderer.render(scene)
+        full = renderer.last_masks
+        expected = full.reshape(15, size, pool, size, pool).max(axis=(2, 4))
+        np.testing.assert_array_equal(bev, expected)
