@@ -131,7 +131,9 @@ class BevStateEncoder(nn.Module):
             raise TypeError("BevStateEncoder: expected a dict observation with 'bev' and 'state'")
         if obs["bev"].dtype != torch.uint8:
             return obs
-        return {"bev": obs["bev"].float(), "state": obs["state"]}
+        # channels-last: oneDNN's convolutions run several times faster on it than on NCHW
+        bev = obs["bev"].float().contiguous(memory_format=torch.channels_last)
+        return {"bev": bev, "state": obs["state"]}
 
     def forward(self, obs: TensorObs) -> torch.Tensor:
         # uint8 masks → [0, 1] as SB3's normalize_images; the 1/255 lives in the first conv

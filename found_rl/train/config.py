@@ -304,7 +304,8 @@ def default_run_config(scenario: Path) -> dict[str, Any]:
         "advisor": {"spawn": "expert"},
         # about 13 minutes of a 2-core laptop, whichever limit comes first
         "budget": {"env_steps": 60_000, "wall_time_s": 780},
-        "learner": {"replay_capacity": 40_000},
+        # batch 64: on a CPU learning is update-bound, and halving the batch doubles the updates
+        "learner": {"replay_capacity": 40_000, "batch_size": 64},
         "evaluation": {"every_env_steps": 10_000},
         "checkpoint": {"every_env_steps": 25_000},
         "guidance": {
