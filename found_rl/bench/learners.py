@@ -50,7 +50,7 @@ def evaluate(
 
     env = gym.make(env_id)
     if rescale:
-        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+        env = gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))  # float32: no cast warning
     returns = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
@@ -91,7 +91,7 @@ def train_sac_pendulum(
     # TRY NOT TO MODIFY: seeding
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1.0), np.float32(1.0))
     env.action_space.seed(seed)
     spec = obs_spec_from_space(env.observation_space)
     action_dim = int(env.action_space.shape[0])
@@ -193,7 +193,7 @@ def train_drqv2_pendulum(
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), -1.0, 1.0)
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1.0), np.float32(1.0))
     env.action_space.seed(seed)
     spec = obs_spec_from_space(env.observation_space)
     action_dim = int(env.action_space.shape[0])

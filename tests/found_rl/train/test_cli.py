@@ -37,7 +37,7 @@ def write(path: Path, data) -> Path:
     [
         ({"learner": {"batch_sise": 64}}, r"run\.yaml: learner\.batch_sise: unknown field"),
         ({"sampler": {"clips": "four"}}, r"run\.yaml: sampler\.clips: .*got 'four'"),
-        ({"algorithm": "dqn"}, r"run\.yaml: algorithm: .*'sac' or 'ppo'"),
+        ({"algorithm": "dqn"}, r"run\.yaml: algorithm: .*'sac', 'drqv2' or 'ppo'"),
         ({"budget": {"env_steps": None, "wall_time_s": None}}, r"run\.yaml: budget: .*env_steps or wall_time_s"),
         ({"guidance": {"vmr": {"decay_start_steps": 10, "decay_end_steps": 5}}}, r"guidance\.vmr: .*decay_end_steps"),
         ({"advisor": {"urls": ["localhost:8470"]}}, r"advisor: .*must start with http"),
