@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from found_rl.cli.argtypes import int_at_least
+from found_rl.train.curves import steps_to_threshold
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 VARIANTS = ("plain", "guided", "noisy", "vmr", "awag", "clip")
@@ -110,7 +111,6 @@ def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> Variant
         return np.array([[next(r[key] for r in rows if r["env_steps"] == m) for m in marks] for rows in runs])
 
     rc, ds = at_marks("route_completion"), at_marks("driving_score")
-    reached = np.flatnonzero(rc.mean(axis=0) >= RC_THRESHOLD) if marks else np.array([])
     finals = [rows[-1] for rows in runs]
     coverage = [r["label_coverage"] for r in finals if r.get("label_coverage") is not None]
     latency = [r["label_latency_steps"] for r in finals if r.get("label_latency_steps") is not None]
@@ -118,7 +118,7 @@ def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> Variant
         variant=variant, seeds=len(runs), marks=[int(m) for m in marks],
         rc_mean=rc.mean(axis=0).tolist(), rc_min=rc.min(axis=0).tolist(), rc_max=rc.max(axis=0).tolist(),
         ds_mean=ds.mean(axis=0).tolist(), ds_min=ds.min(axis=0).tolist(), ds_max=ds.max(axis=0).tolist(),
-        steps_to_rc80=int(marks[reached[0]]) if reached.size else None,
+        steps_to_rc80=steps_to_threshold(np.asarray(marks), rc, RC_THRESHOLD),
         final_rc=float(np.mean([r["route_completion"] for r in finals])),
         final_ds=float(np.mean([r["driving_score"] for r in finals])),
         label_coverage=float(np.mean(coverage)) if coverage else None,
@@ -195,7 +195,7 @@ def _train(scenario: Path, run_dir: Path, overrides: list[str]) -> tuple[int, st
 
 
 def run(args: argparse.Namespace) -> int:
-    from found_rl.train.curves import load_curves, plot_curves
+    from found_rl.train.curves import load_curves, plot_curves  # matplotlib only when drawing
     from found_rl.train.run_folder import RunFolder, read_jsonl
 
     runs, _ = _plan(args)

@@ -27,10 +27,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from found_rl.scenario import format_field_error, yaml_problem
 
-ALGORITHMS = ("sac", "drqv2", "ppo")
-DEVICES = ("auto", "cpu", "cuda")
-EXECUTORS = ("inprocess", "process", "ray")
-NETWORKS = ("auto", "roach", "cpu")
 REFERENCE_AGENTS = ("still", "throttle", "expert")
 RESUMABLE_CHANGES = ("budget.",)
 """Keys a resumed run may change: a run can be given more steps or time, nothing else."""

@@ -99,7 +99,3 @@ def advice_of(info: dict[str, Any]) -> dict[str, Any] | None:
     advice = info.get(ADVICE_KEY)
     return advice if isinstance(advice, dict) else None
 
-
-def image_of(advice: dict[str, Any]) -> np.ndarray | None:
-    image = advice.get("image")
-    return image if isinstance(image, np.ndarray) else None
