@@ -9,6 +9,7 @@ expert controller on each item. No image is needed. Serve it with the backend al
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import fields
 from typing import Any
 
@@ -31,7 +32,9 @@ class ExpertAdvisor:
     Args:
         noise_std: σ of the Gaussian noise on (acc, steer); 0 = none.
         random_fraction: share of answers replaced by uniform random actions, in [0, 1].
-        noise_seed: seeds the corruption, so a run's advice is reproducible.
+        noise_seed: seeds the corruption. Each answer's corruption is drawn from
+            ``(noise_seed, item id)``, so it does not depend on how requests were batched or
+            ordered: a run's advice repeats.
         **options: any :class:`~found_rl.expert.ExpertConfig` field (e.g.
             ``cruise_speed_mps=6.0``), from the server config.
 
@@ -55,7 +58,7 @@ class ExpertAdvisor:
             raise ValueError(f"ExpertAdvisor: random_fraction must be in [0, 1], got {random_fraction!r}")
         self.config = ExpertConfig(**options)
         self.noise_std, self.random_fraction = float(noise_std), float(random_fraction)
-        self._rng = np.random.default_rng(int(noise_seed))
+        self.noise_seed = int(noise_seed)
 
     def load(self) -> None:
         """Nothing to load: the expert is a few lines of geometry."""
@@ -73,13 +76,14 @@ class ExpertAdvisor:
             observation = ExpertObservation.from_dict(item.state)
         except ValueError as exc:
             return AdviseResult(action=None, error=str(exc))
-        return AdviseResult(action=self._corrupted(expert_action(observation, self.config)))
+        return AdviseResult(action=self._corrupted(expert_action(observation, self.config), item.id))
 
-    def _corrupted(self, action: tuple[float, float]) -> tuple[float, float]:
+    def _corrupted(self, action: tuple[float, float], item_id: str) -> tuple[float, float]:
         if self.random_fraction == 0.0 and self.noise_std == 0.0:
             return action
-        if self._rng.random() < self.random_fraction:
-            acc, steer = self._rng.uniform(-1.0, 1.0, 2)
+        rng = np.random.default_rng([self.noise_seed, zlib.crc32(item_id.encode())])
+        if rng.random() < self.random_fraction:
+            acc, steer = rng.uniform(-1.0, 1.0, 2)
         else:
-            acc, steer = np.clip(np.asarray(action) + self._rng.normal(0.0, self.noise_std, 2), -1.0, 1.0)
+            acc, steer = np.clip(np.asarray(action) + rng.normal(0.0, self.noise_std, 2), -1.0, 1.0)
         return float(acc), float(steer)

@@ -6,7 +6,7 @@ episode goes, and a pure reward function scores the step. The env never auto-res
 
 Example::
 
-    env = gymnasium.make("found_rl/Driving-v0", scenario="scenarios/quickstart.yaml")
+    env = gymnasium.make("found_rl/Driving-v0", scenario="scenarios/small_grid.yaml")
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(np.array([0.5, 0.0], np.float32))
 """

@@ -268,6 +268,7 @@ class BackgroundClient:
         }
         self._wakeup = asyncio.Event()
         self._done: deque[tuple[str, dict[str, Any]]] = deque()
+        self._arrived = threading.Event()
         self._lock = threading.Lock()
         self._pending = 0
         self._tasks: set[asyncio.Task] = set()
@@ -289,8 +290,17 @@ class BackgroundClient:
             self._pending += 1
         self._thread.loop.call_soon_threadsafe(self._enqueue, kind, item)
 
-    def poll(self) -> list[tuple[str, dict[str, Any]]]:
-        """All replies that arrived since the last poll, as ``(id, reply)``."""
+    def poll(self, wait_s: float = 0.0) -> list[tuple[str, dict[str, Any]]]:
+        """All replies that arrived since the last poll, as ``(id, reply)``.
+
+        Args:
+            wait_s: when none has arrived, wait up to this long for the first one (0: never
+                block, the control loop's default).
+        """
+        if wait_s > 0 and not self._done:
+            self._arrived.clear()
+            if not self._done:  # a reply that landed between the two checks is not waited for
+                self._arrived.wait(wait_s)
         finished = []
         while self._done:
             finished.append(self._done.popleft())
@@ -361,6 +371,7 @@ class BackgroundClient:
             ]
         for reply in replies:
             self._done.append((reply["id"], reply))
+        self._arrived.set()
 
 
 class BlockingAdvisorClient:

@@ -23,7 +23,7 @@ from found_rl.cli.argtypes import SEED, finite_float
 
 SAMPLERS = ("single", "per_clip_reset", "global_reset", "fast")
 TARGET_SPEEDUP_AT_8 = 2.5
-SUMO_SCENARIO = "scenarios/quickstart.yaml"
+SUMO_SCENARIO = "scenarios/small_grid.yaml"
 
 
 @dataclass(frozen=True)

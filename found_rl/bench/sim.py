@@ -44,11 +44,12 @@ TARGET_STEPS_PER_S_150 = 800.0
 """Env-steps/s with full BEV at 150 vehicles."""
 TARGET_RESET_MS = 50.0
 """p95 of the headline configuration's resets."""
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario YAML (default: quickstart)")
+    parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO,
+                        help="scenario YAML (default: small_grid, a quickstart training town)")
     parser.add_argument("--steps", type=int, default=3000, help="env steps per measurement (default 3000)")
     parser.add_argument("--resets", type=int, default=30, help="extra timed resets (default 30)")
     parser.add_argument(
@@ -294,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario == DEFAULT_SCENARIO and not DEFAULT_SCENARIO.is_file():
         raise FileNotFoundError(
             f"the default scenario {DEFAULT_SCENARIO} ships with the found-rl source tree, not with an "
-            "installed wheel; pass --scenario FILE (e.g. scenarios/quickstart.yaml of a clone)"
+            "installed wheel; pass --scenario FILE (e.g. scenarios/small_grid.yaml of a clone)"
         )
     scenario = load_scenario(args.scenario)
 

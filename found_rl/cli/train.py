@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     result = trainer.run()
     evaluation = result.last_evaluation
     scores = (
-        f"last evaluation RC {evaluation['route_completion']:.2f}, DS {evaluation['driving_score']:.2f}"
+        f"last evaluation RC {evaluation['route_completion']:.2f}, DS {evaluation['driving_score']:.2f} "
+        f"({'unseen towns' if evaluation.get('eval_town_unseen') else 'seen routes only'})"
         if evaluation else "no evaluation"
     )
     print(
@@ -83,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"run folder: {folder.root}")
     print(f"  resume:   found-rl train --resume {folder.root}")
     print(f"  curves:   found-rl plot {folder.root} --out {folder.root / 'curve.png'}")
-    print(f"  evaluate: found-rl eval --scenario {config.scenario} --routes {folder.eval_routes} "
-          f"--agent checkpoint:{folder.final_policy} --out {folder.root / 'eval.json'}")
+    for item in result.evaluation_sets:
+        seen = "seen" if not item.unseen else "unseen"
+        print(f"  evaluate on {item.name.removesuffix(' (seen)')} ({seen}): found-rl eval --scenario {item.scenario} "
+              f"--routes {item.routes_path} --agent checkpoint:{folder.final_policy} "
+              f"--out {folder.root / ('eval_' + item.routes_path.stem + '.json')}")
     return EXIT_INTERRUPTED if result.interrupted else 0

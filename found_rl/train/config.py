@@ -157,7 +157,13 @@ def _advisor_shorthand(value: Any) -> Any:
 
 
 class AdvisorConfig(_Strict):
-    """Where advice comes from: nowhere, running servers (replicas), or a server this run starts."""
+    """Where advice comes from: nowhere, running servers (replicas), or a server this run starts.
+
+    ``label_mode`` decides when answers reach the replay entries (ARCHITECTURE §6):
+    ``repeatable`` attaches the answer about o_t when lock-step t + ``label_lag_steps`` is
+    stored, waiting only for an answer later than that, so a seed gives the same run;
+    ``async`` attaches each answer whenever it arrives (never waits; runs do not repeat).
+    """
 
     urls: list[str] = Field(default_factory=list, description="base URLs of running advisor servers")
     spawn: str | None = Field(None, description="start `found-rl serve --advisor SPAWN` for this run")
@@ -167,6 +173,12 @@ class AdvisorConfig(_Strict):
     send_image: bool = Field(True, description="urls: send the RGB BEV (VLM backends read it; the expert does not)")
     timeout_s: FiniteFloat = Field(5.0, gt=0, description="per-request deadline")
     ready_timeout_s: FiniteFloat = Field(120.0, gt=0, description="how long a spawned server may take to load")
+    label_mode: Literal["repeatable", "async"] = Field(
+        "repeatable", description="repeatable: answers attach at a fixed lag (same seed, same run); async: on arrival"
+    )
+    label_lag_steps: int = Field(
+        4, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> AdvisorConfig:
@@ -182,21 +194,44 @@ class AdvisorConfig(_Strict):
         return bool(self.urls or self.spawn)
 
 
+def _as_path_list(value: Any) -> Any:
+    """One path or a list of paths → a list (``scenario: a.yaml`` or ``scenario: [a.yaml, b.yaml]``)."""
+    return [value] if isinstance(value, (str, Path)) else value
+
+
+PathList = Annotated[list[Path], BeforeValidator(_as_path_list)]
+
+
 class EvaluationConfig(_Strict):
-    """Closed-loop evaluation on held-out routes with leaderboard metrics: before training, every
-    ``every_env_steps``, and at the end."""
+    """Closed-loop evaluation with leaderboard metrics: before training, every
+    ``every_env_steps``, and at the end.
+
+    The headline is the evaluation towns (``scenarios``) that no training scenario shares a map
+    with; towns the policy trained on, and the held-out routes of the first training town
+    (``seen``), are reported apart and labelled as seen (ARCHITECTURE §9).
+    """
 
     enabled: bool = True
     every_env_steps: int = Field(5000, ge=1)
-    routes: int = Field(5, ge=1, description="held-out routes (random-route scenarios: drawn from held-out seeds)")
-    held_out: list[int] | None = Field(
-        None, description="route-file scenarios: indices of the evaluation routes (default: the last `routes`)"
+    scenarios: PathList = Field(
+        default_factory=list, description="evaluation towns: their route files, or `routes` random routes each"
     )
-    seed: int = Field(10_000, ge=0, description="seed of the held-out routes and episodes")
+    seen: bool = Field(True, description="also drive held-out routes of the first training town (reported as seen)")
+    routes: int = Field(5, ge=1, description="routes drawn where a town has random routes (held-out seeds)")
+    held_out: list[int] | None = Field(
+        None, description="route-file training town: indices of its held-out routes (default: the last `routes`)"
+    )
+    seed: int = Field(10_000, ge=0, description="seed of the evaluation routes and episodes")
     references: list[Literal["still", "throttle", "expert"]] = Field(
         default_factory=lambda: list(REFERENCE_AGENTS), description="reference policies shown beside the trained one"
     )
     video: bool = True
+
+    @model_validator(mode="after")
+    def _something_to_drive(self) -> EvaluationConfig:
+        if self.enabled and not self.seen and not self.scenarios:
+            raise ValueError("seen is false and scenarios is empty: nothing to evaluate on (or set enabled: false)")
+        return self
 
 
 class CheckpointConfig(_Strict):
@@ -207,7 +242,7 @@ class CheckpointConfig(_Strict):
 class RunConfig(_Strict):
     """Everything a training run depends on."""
 
-    scenario: Path
+    scenario: PathList = Field(description="training scenarios: one file, or a list the clips spread over")
     algorithm: Literal["sac", "drqv2", "ppo"] = "sac"
     network: Literal["auto", "roach", "cpu"] = Field("auto", description="auto: cpu on a CPU, roach on CUDA")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -225,6 +260,8 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
+        if not self.scenario:
+            raise ValueError("scenario: is an empty list; name at least one training scenario")
         if self.algorithm == "ppo" and self.guidance.vmr.enabled:
             raise ValueError("guidance.vmr: VMR is a critic term of Q-learning; PPO has no Q function (set false)")
         if self.algorithm == "ppo" and self.guidance.awag.enabled:
@@ -296,7 +333,7 @@ def default_run_config(scenario: Path) -> dict[str, Any]:
     """Run settings for training straight from a scenario file: SAC with VMR and AWAG, the
     privileged expert served as the advisor (so it runs on any CPU), the budget of the quickstart."""
     return {
-        "scenario": str(scenario.resolve()),
+        "scenario": [str(scenario.resolve())],
         "advisor": {"spawn": "expert"},
         # 12.75 minutes of training on a 2-core laptop, whichever limit comes first: with start-up,
         # the reference evaluations and the final one, the whole command stays within 15 minutes
@@ -319,6 +356,15 @@ def is_run_config(data: Any) -> bool:
     return isinstance(data, dict) and "scenario" in data and "map" not in data
 
 
+def _resolved(value: Any, base_dir: Path) -> Any:
+    """Scenario paths (one or a list) made absolute against ``base_dir``; anything else as is."""
+    if isinstance(value, str):
+        return str((base_dir / value).resolve())
+    if isinstance(value, list):
+        return [_resolved(item, base_dir) if isinstance(item, str) else item for item in value]
+    return value
+
+
 def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
     """Validate parsed YAML, resolving ``scenario`` against ``base_dir``.
 
@@ -327,8 +373,10 @@ def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
     """
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a mapping of run settings, got {type(data).__name__}")
-    if isinstance(data.get("scenario"), str):
-        data = {**data, "scenario": str((base_dir / data["scenario"]).resolve())}
+    data = {**data, "scenario": _resolved(data.get("scenario"), base_dir)}
+    evaluation = data.get("evaluation")
+    if isinstance(evaluation, dict) and "scenarios" in evaluation:
+        data["evaluation"] = {**evaluation, "scenarios": _resolved(evaluation["scenarios"], base_dir)}
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -352,7 +400,11 @@ def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig
         data = default_run_config(path)
     source = f"{path}" + (" with --set" if overrides else "")
     config = validate_run_config(apply_overrides(data, overrides or []), source, path.parent)
-    load_scenario(config.scenario)
+    for field, paths in (("scenario", config.scenario), ("evaluation.scenarios", config.evaluation.scenarios)):
+        for index, scenario in enumerate(paths):
+            if not scenario.is_file():
+                raise FileNotFoundError(f"{source}: {field}[{index}]: {scenario}: no such scenario file")
+            load_scenario(scenario)
     return config
 
 

@@ -1,14 +1,18 @@
 """Learning curves from run folders: read, align over seeds, summarise, draw.
 
-Runs of one variant evaluate at the same env-step marks (same config, different seeds), so
-their curves are aligned on the marks they all share; the summary is the mean and the min–max
-spread over runs at each mark.
+Runs of one variant evaluate at the same scheduled marks (every ``evaluation.every_env_steps``),
+but each reaches a mark at its own env-step count: FAST's lock-steps add several env steps at
+once, and padded (ended) clips add none, so two seeds cross the 8,000 mark at 8,001 and 8,003.
+Curves are therefore aligned on the *mark* each row records (rows of older runs without one
+fall back to their env-step count); the summary is the mean and the min–max spread over runs
+at each mark.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +23,13 @@ from found_rl.train.run_folder import RunFolder, read_jsonl
 @dataclass
 class RunCurve:
     run_dir: Path
+    marks: np.ndarray
+    """the scheduled evaluation marks (env steps), ascending"""
     env_steps: np.ndarray
+    """the env-step count each evaluation actually ran at"""
     values: dict[str, np.ndarray]
+    unseen: np.ndarray
+    """per evaluation: whether its headline was a town training never drove"""
 
 
 @dataclass
@@ -29,12 +38,12 @@ class CurveGroup:
     runs: list[RunCurve] = field(default_factory=list)
 
     def aligned(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(marks, values)``: the env-step marks every run evaluated at, and ``(runs, marks)`` values."""
-        marks = self.runs[0].env_steps
+        """``(marks, values)``: the marks every run evaluated at, and ``(runs, marks)`` values."""
+        marks = self.runs[0].marks
         for curve in self.runs[1:]:
-            marks = np.intersect1d(marks, curve.env_steps)
+            marks = np.intersect1d(marks, curve.marks)
         values = np.stack([
-            curve.values[metric][np.searchsorted(curve.env_steps, marks)] for curve in self.runs
+            curve.values[metric][np.searchsorted(curve.marks, marks)] for curve in self.runs
         ]) if len(marks) else np.zeros((len(self.runs), 0))
         return marks, values
 
@@ -49,12 +58,29 @@ def read_curve(run_dir: Path) -> RunCurve:
     path = RunFolder(run_dir).evaluations_jsonl
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: no evaluations.jsonl; is it a found-rl train run folder?")
-    rows = sorted(read_jsonl(path), key=lambda r: r["env_steps"])
+    rows = evaluation_rows(path)
     if not rows:
         raise ValueError(f"{path}: holds no evaluation yet")
-    steps = np.array([r["env_steps"] for r in rows], np.int64)
     keys = ("route_completion", "driving_score", "infraction_penalty")
-    return RunCurve(run_dir, steps, {k: np.array([float(r[k]) for r in rows]) for k in keys})
+    return RunCurve(
+        run_dir,
+        marks=np.array([mark_of(r) for r in rows], np.int64),
+        env_steps=np.array([r["env_steps"] for r in rows], np.int64),
+        values={k: np.array([float(r[k]) for r in rows]) for k in keys},
+        unseen=np.array([bool(r.get("eval_town_unseen", False)) for r in rows]),
+    )
+
+
+def mark_of(row: dict[str, Any]) -> int:
+    """The scheduled mark of an evaluation row (its env-step count in runs that predate marks)."""
+    return int(row.get("mark", row["env_steps"]))
+
+
+def evaluation_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of an ``evaluations.jsonl`` by mark; of two rows at one mark the later one counts
+    (a resumed run repeats the evaluations after its checkpoint)."""
+    by_mark = {mark_of(row): row for row in read_jsonl(path)}
+    return [by_mark[mark] for mark in sorted(by_mark)]
 
 
 def load_curves(specs: list[str]) -> dict[str, CurveGroup]:
@@ -97,14 +123,16 @@ def plot_curves(
             if not len(marks):
                 continue
             mean = values.mean(axis=0)
-            line = axis.plot(marks, mean, label=f"{group.label} (n={len(group.runs)})")[0]
+            where = "unseen town" if all(curve.unseen.all() for curve in group.runs) else "seen routes"
+            line = axis.plot(marks, mean, marker="o", markersize=3,
+                             label=f"{group.label} (n={len(group.runs)}, {where})")[0]
             if len(group.runs) > 1:
                 axis.fill_between(marks, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
         for name, scores in references.items():
             axis.axhline(scores[metric], linestyle="--", linewidth=1, color="grey")
             axis.annotate(name, (axis.get_xlim()[0], scores[metric]), fontsize=8, color="grey",
                           xytext=(2, 2), textcoords="offset points")
-        axis.set_xlabel("env steps")
+        axis.set_xlabel("env steps (scheduled evaluation mark)")
         axis.set_ylabel(metric.replace("_", " "))
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)

@@ -23,27 +23,36 @@ from typing import Any
 import numpy as np
 
 from found_rl.atomic import replaced_atomically
-from found_rl.scenario import RoutesConfig, Scenario, load_scenario
+from found_rl.scenario import Scenario, load_scenario
 
 _REPLY_TIMEOUT_S = 3600.0
 
 
 def prepare_eval_routes(
-    scenario: Scenario, count: int, held_out: list[int] | None, seed: int, out: Path
+    scenario: Scenario, count: int, held_out: list[int] | None, seed: int, out: Path, *, hold_out: bool = True
 ) -> list[int] | None:
     """Write the evaluation routes to ``out``; return the training route indices.
 
+    A route-file scenario gives its held-out routes (``held_out``, default the last ``count``),
+    or with ``hold_out=False`` (a town only evaluated on) all of them; only the routes of
+    ``routes.town`` count when the scenario names one. A random-route scenario gives ``count``
+    routes drawn with the held-out ``seed``.
+
     Returns:
         The route indices training may draw from, or ``None`` for a random-route scenario (its
-        training routes come from training seeds; the evaluation routes from ``seed``).
+        training routes come from training seeds; the evaluation routes from ``seed``) or a
+        town not trained on.
 
     Raises:
         ValueError: held-out indices outside the route file, or no route left to train on.
     """
-    from found_rl.routes import parse_routes, write_routes
+    from found_rl.routes import parse_routes
 
     if scenario.routes.file is not None:
-        routes = parse_routes(scenario.routes.file)
+        routes = parse_routes(scenario.routes.file, scenario.routes.town)
+        if not hold_out:
+            _write_once(out, routes)
+            return None
         if held_out is None and len(routes) < 2:
             raise ValueError(
                 f"{scenario.routes.file}: holds {len(routes)} route; training on a route file needs at least 2 "
@@ -64,15 +73,26 @@ def prepare_eval_routes(
                 f"evaluation.held_out: all {len(routes)} routes of {scenario.routes.file} are held out; "
                 "leave at least one to train on"
             )
-        if not out.exists():
-            with replaced_atomically(out) as tmp:
-                write_routes(tmp, [routes[i] for i in indices])
+        _write_once(out, [routes[i] for i in indices])
         return train
+    if scenario.map.town is not None:
+        raise ValueError(
+            f"{scenario.source_path or 'scenario'}: map.town {scenario.map.town!r} has random routes, which "
+            "can only be drawn on a running CARLA server; give the evaluation a route file (routes.file, or an "
+            "evaluation.scenarios entry with one)"
+        )
     if not out.exists():
-        specs = _draw_routes(scenario, count, seed)
-        with replaced_atomically(out) as tmp:
-            write_routes(tmp, specs)
+        _write_once(out, _draw_routes(scenario, count, seed))
     return None
+
+
+def _write_once(out: Path, routes: list[Any]) -> None:
+    """Routes into ``out`` unless a run (being resumed) wrote them already."""
+    from found_rl.routes import write_routes
+
+    if not out.exists():
+        with replaced_atomically(out) as tmp:
+            write_routes(tmp, routes)
 
 
 def _draw_routes(scenario: Scenario, count: int, seed: int) -> list[Any]:
@@ -121,7 +141,9 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
 
     try:
         scenario = load_scenario(scenario_path)
-        scenario = scenario.model_copy(update={"routes": RoutesConfig(file=Path(routes_path))})
+        # the scenario's route settings (command look-ahead) with the run's own route file
+        routes = scenario.routes.with_file(Path(routes_path)).model_copy(update={"town": None})
+        scenario = scenario.model_copy(update={"routes": routes})
         num_routes = len(parse_routes(routes_path))
         env = DrivingEnv(scenario, render_mode="rgb_array", bev_config=BevConfig(pool=bev_pool))
     except Exception as exc:

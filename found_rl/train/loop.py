@@ -33,7 +33,6 @@ from found_rl.algos.sac import SAC, SacConfig
 from found_rl.checkpoint import save_checkpoint
 from found_rl.models.encoders import PRESET_BEV_POOL, network_preset
 from found_rl.models.observation import obs_spec_from_space, obs_to_tensor
-from found_rl.scenario import load_scenario
 from found_rl.train import tags
 from found_rl.train.checkpointing import (
     load_run_checkpoint,
@@ -43,7 +42,13 @@ from found_rl.train.checkpointing import (
 )
 from found_rl.train.config import RunConfig
 from found_rl.train.envs import make_training_env
-from found_rl.train.evaluator import EvaluationResult, EvaluationWorker, prepare_eval_routes
+from found_rl.train.evaluation_sets import (
+    NO_EVALUATION,
+    EvaluationPlan,
+    EvaluationSet,
+    EvaluationSets,
+    plan_evaluation_sets,
+)
 from found_rl.train.labels import AdvisorLink
 from found_rl.train.run_folder import RunFolder, append_jsonl, read_jsonl, truncate_jsonl
 from found_rl.train.server import SpawnedServer
@@ -73,6 +78,8 @@ class Counters:
     """Where the run stands; all of it goes into every checkpoint."""
 
     env_steps: int = 0
+    lock_steps: int = 0
+    """sampler steps (every clip at once): the clock of the repeatable label schedule"""
     updates: int = 0
     episodes: int = 0
     update_credit: float = 0.0
@@ -122,6 +129,7 @@ class TrainResult:
     last_evaluation: dict[str, Any] | None
     interrupted: bool
     label_coverage: float
+    evaluation_sets: tuple[EvaluationSet, ...] = ()
 
 
 class Interrupted(Exception):
@@ -166,6 +174,7 @@ class Trainer:
         self._session_start = time.perf_counter()
         self._session_first_step = self._session_first_update = 0
         self._returns = np.zeros(config.sampler.clips)  # running episode returns, for charts/
+        self._lengths = np.zeros(config.sampler.clips, np.int64)  # valid steps of each running episode
         self._credited_steps = config.learner.learning_starts  # env steps already turned into update credit
         self.references: dict[str, dict[str, Any]] = {}
         self._last_actor_logs: dict[str, float] = {}
@@ -218,33 +227,25 @@ class Trainer:
 
     def _run(self, stack: ExitStack) -> TrainResult:
         config, folder = self.config, self.folder
-        scenario = load_scenario(config.scenario)
         if self.resume:
             state = load_run_checkpoint(folder.checkpoint)
             folder.update_config(config)
         else:
             state = None
             folder.create(config)
-        train_routes = prepare_eval_routes(
-            scenario, config.evaluation.routes, config.evaluation.held_out, config.evaluation.seed, folder.eval_routes
-        )
+        plan = plan_evaluation_sets(config, folder.eval_routes) if config.evaluation.enabled else NO_EVALUATION
         want_actions, want_clip, with_image = self._wants()
-        factory = functools.partial(
-            make_training_env, str(config.scenario), train_routes=train_routes,
-            with_state=want_actions, with_image=with_image, bev_pool=PRESET_BEV_POOL[self.preset],
-        )
-        executor = make_executor([factory] * config.sampler.clips, config.sampler.executor)
+        executor = make_executor(self._env_factories(plan, with_state=want_actions, with_image=with_image),
+                                 config.sampler.executor)
         sampler = stack.enter_context(FastSampler(
             executor, self._act, rho=config.sampler.rho, horizon=config.sampler.horizon,
             seed=config.seed, seed_every_episode=True,
         ))
         self.sampler = sampler
         self._build_learner(obs_spec_from_space(sampler.observation_space))
-        self.evaluator: EvaluationWorker | None = None
-        if config.evaluation.enabled:
-            self.evaluator = EvaluationWorker(
-                config.scenario, folder.eval_routes, config.evaluation.seed, PRESET_BEV_POOL[self.preset]
-            )
+        self.evaluator: EvaluationSets | None = None
+        if plan.sets:
+            self.evaluator = EvaluationSets(plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset])
             stack.callback(self.evaluator.close)
         self.link = self._start_advisor(stack, want_actions, want_clip)
         from torch.utils.tensorboard import SummaryWriter
@@ -265,11 +266,32 @@ class Trainer:
             interrupted = True
             log.warning("interrupted (%s): writing a final checkpoint", exc)
         if not interrupted and self.evaluator is not None and self._evaluated_at != self.counters.env_steps:
-            self._evaluate()  # the final policy, on the held-out routes
+            self._evaluate(self._final_mark())  # the final policy
         self._checkpoint(exact=sampler.at_round_boundary)
         save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
         return self._result(interrupted)
+
+    def _env_factories(self, plan: EvaluationPlan, *, with_state: bool, with_image: bool) -> list[Any]:
+        """One env factory per clip; the clips spread over the training scenarios in turn.
+
+        Only the first training town holds evaluation routes out (``evaluation.seen``).
+        """
+        scenarios = self.config.scenario
+        return [
+            functools.partial(
+                make_training_env, str(scenarios[clip % len(scenarios)]),
+                train_routes=plan.first_town_train_routes if clip % len(scenarios) == 0 else None,
+                with_state=with_state, with_image=with_image, bev_pool=PRESET_BEV_POOL[self.preset],
+            )
+            for clip in range(self.config.sampler.clips)
+        ]
+
+    def _final_mark(self) -> int:
+        """The mark of the last evaluation: the env-step budget when the run used it up."""
+        budget = self.config.budget.env_steps
+        steps = self.counters.env_steps
+        return budget if budget is not None and steps >= budget else steps
 
     def _build_learner(self, obs_spec: Any) -> None:
         """The learner and its storage: SAC with a replay buffer, or PPO with FAST rollouts."""
@@ -342,7 +364,8 @@ class Trainer:
         from vlm_server.client import BackgroundClient
 
         client = BackgroundClient(urls, timeout_s=advisor.timeout_s, max_retries=2)
-        link = AdvisorLink(client, want_actions=want_actions, want_clip=want_clip)
+        lag = advisor.label_lag_steps if advisor.label_mode == "repeatable" else None
+        link = AdvisorLink(client, want_actions=want_actions, want_clip=want_clip, lag_steps=lag)
         stack.callback(link.close)
         return link
 
@@ -377,7 +400,7 @@ class Trainer:
         with tqdm(total=total, initial=counters.env_steps, unit="step", disable=not self.show_progress,
                   dynamic_ncols=True, desc="train") as bar:
             if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
-                self._evaluate()
+                self._evaluate(counters.next_evaluation)
             last_log = time.perf_counter()
             while self._budget_left(session_start):
                 before = counters.env_steps
@@ -387,7 +410,7 @@ class Trainer:
                 self._log_episodes(batch)
                 self._update()
                 if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
-                    self._evaluate()
+                    self._evaluate(counters.next_evaluation)
                 if counters.env_steps >= counters.next_checkpoint and self._can_checkpoint():
                     self._checkpoint(exact=self.sampler.at_round_boundary)
                 bar.update(counters.env_steps - before)
@@ -405,11 +428,12 @@ class Trainer:
         else:
             self._store_rollout(batch, step_ids)
         self.counters.env_steps += int(valid.sum())
+        self.counters.lock_steps += 1
         if self.link is None:
             return
         with self.timers.measure("advisor"):
-            self.link.submit_lockstep(batch, self.counters.env_steps)
-            self.link.collect(self._attach, self.counters.env_steps)
+            self.link.submit_lockstep(batch, self.counters.env_steps, self.counters.lock_steps)
+            self.link.collect(self._attach, self.counters.env_steps, self.counters.lock_steps)
 
     def _store_rollout(self, batch: StepBatch, step_ids: np.ndarray) -> None:
         """One lock-step into the PPO rollout; V(o_{t+1}) bootstraps rows cut by truncation."""
@@ -460,6 +484,9 @@ class Trainer:
         """A full rollout: masked GAE (padding never read), then SMPO-masked PPO epochs."""
         if self.rollout.step < self.rollout.num_steps:
             return
+        if self.link is not None:  # the rollout's last bonuses, before its returns are computed
+            with self.timers.measure("advisor"):
+                self.link.flush(self._attach, self.counters.env_steps)
         with self.timers.measure("updates"):
             samples = self.learner.compute_returns(self.rollout, self.learner.value(self._last_next_obs))
             logs = self.learner.update(samples, self.counters.env_steps)
@@ -476,17 +503,23 @@ class Trainer:
 
     # ------------------------------------------------------------------ logging
     def _log_episodes(self, batch: StepBatch) -> None:
+        """``charts/`` for every episode that ended, cut by FAST's global truncation included
+        (charting only self-ended episodes would read training RC low: survivorship bias)."""
         self._returns += np.where(batch.valid, batch.rewards, 0.0)
+        self._lengths += batch.valid
         for clip in np.flatnonzero(batch.valid & (batch.terminated | batch.truncated)):
-            summary = batch.infos[clip].get("episode")
+            info = batch.infos[clip]
+            summary = info.get("episode")
             episode_return, self._returns[clip] = self._returns[clip], 0.0
-            if summary is None:
-                continue  # cut by FAST's global truncation, not ended by the env
+            length, self._lengths[clip] = int(self._lengths[clip]), 0
+            completion = summary.route_completion if summary is not None else info.get("route_completion")
             self.counters.episodes += 1
             step = self.counters.env_steps
-            self.writer.add_scalar("charts/episodic_return", episode_return, step)
-            self.writer.add_scalar("charts/episodic_length", summary.steps, step)
-            self.writer.add_scalar("charts/route_completion", summary.route_completion, step)
+            self.writer.add_scalar(tags.EPISODIC_RETURN, episode_return, step)
+            self.writer.add_scalar(tags.EPISODIC_LENGTH, length, step)
+            self.writer.add_scalar(tags.EPISODE_CUT_BY_FAST, float(summary is None), step)
+            if completion is not None:
+                self.writer.add_scalar(tags.ROUTE_COMPLETION, float(completion), step)
 
     def _log_perf(self) -> None:
         step = self.counters.env_steps
@@ -543,39 +576,40 @@ class Trainer:
         for name in self.config.evaluation.references:
             if name in stored:
                 continue
-            log.info("evaluating the reference policy %r on %d held-out routes", name, self.evaluator.num_routes)
-            result = self.evaluator.evaluate(
-                name, name, self.folder.evaluations / f"reference_{name}.json", None, {"reference": name}
+            log.info("evaluating the reference policy %r on %d evaluation routes", name, self.evaluator.num_routes)
+            row = self.evaluator.evaluate(
+                name, name, self.folder.evaluations / f"reference_{name}", None, {"reference": name}
             )
-            stored[name] = _result_row(result)
+            stored[name] = row
             with replaced_atomically(self.folder.references) as tmp:
                 tmp.write_text(json.dumps(stored, indent=2))
         self.references = stored
 
-    def _evaluate(self) -> None:
+    def _evaluate(self, mark: int) -> None:
+        """Evaluate the current policy; ``mark`` is the env step the evaluation was due at (the
+        curves of several seeds align on it, whatever env-step count each run had reached)."""
         counters, folder = self.counters, self.folder
         step = counters.env_steps
         self._evaluated_at = step
         with self.timers.measure("evaluation"):
             save_checkpoint(folder.eval_policy, self.learner.policy_spec, self._policy_state,
                             metadata={"env_steps": step})
-            results_path = folder.evaluations / f"eval_{step:010d}.json"
-            results_path.unlink(missing_ok=True)  # a resumed run repeats an evaluation past its checkpoint
             video_dir = folder.videos / f"eval_{step:010d}" if self.config.evaluation.video else None
-            result = self.evaluator.evaluate(
-                f"checkpoint:{folder.eval_policy}", "policy", results_path, video_dir, {"env_steps": step}
+            scores = self.evaluator.evaluate(
+                f"checkpoint:{folder.eval_policy}", "policy", folder.evaluations / f"eval_{step:010d}", video_dir,
+                {"env_steps": step, "mark": mark},
             )
-        row = {"env_steps": step, "updates": counters.updates,
-               "wall_s": counters.wall_s + time.perf_counter() - self._session_start, **_result_row(result)}
+        row = {"mark": mark, "env_steps": step, "updates": counters.updates,
+               "wall_s": counters.wall_s + time.perf_counter() - self._session_start, **scores}
         if self.link is not None:
             row["label_coverage"] = self._label_coverage()
             row["label_latency_steps"] = self.link.stats.mean_latency
         append_jsonl(folder.evaluations_jsonl, row)
         self.last_evaluation = row
-        self.writer.add_scalar("charts/eval_route_completion", result.route_completion, step)
-        self.writer.add_scalar("charts/eval_driving_score", result.driving_score, step)
-        self.writer.add_scalar("charts/eval_infraction_penalty", result.infraction_penalty, step)
-        for kind, rate in result.infractions_per_km.items():
+        self.writer.add_scalar("charts/eval_route_completion", scores["route_completion"], step)
+        self.writer.add_scalar("charts/eval_driving_score", scores["driving_score"], step)
+        self.writer.add_scalar("charts/eval_infraction_penalty", scores["infraction_penalty"], step)
+        for kind, rate in scores["infractions_per_km"].items():
             self.writer.add_scalar(f"{tags.EVAL_RATE_PREFIX}{kind}", rate, step)
         if self.show_progress:
             from found_rl.train.report import print_evaluation
@@ -594,6 +628,8 @@ class Trainer:
 
     def _checkpoint(self, *, exact: bool) -> None:
         counters = self.counters
+        every = self.config.checkpoint.every_env_steps
+        counters.next_checkpoint = (counters.env_steps // every + 1) * every  # saved: a resume keeps the schedule
         with self.timers.measure("checkpoint"):
             counters_state = dict(counters.__dict__)
             counters_state["wall_s"] = counters.wall_s + time.perf_counter() - self._session_start
@@ -603,14 +639,15 @@ class Trainer:
                 "counters": counters_state,
                 "credited_steps": self._credited_steps,
                 "rng": rng_states({"warmup": self.warmup_rng, "sample": self.sample_rng}),
+                "labels": None if self.link is None else self.link.state_dict(),
+                "returns": self._returns.tolist(),
+                "lengths": self._lengths.tolist(),
                 "exact": exact,
                 "config": self.config.to_yaml_dict(),
             }
             replay = self.replay if self.config.checkpoint.save_replay else None
             save_run_checkpoint(self.folder.checkpoint, self.learner.policy_spec, self._policy_state,
                                 training_state, replay, counters.env_steps)
-        every = self.config.checkpoint.every_env_steps
-        counters.next_checkpoint = (counters.env_steps // every + 1) * every
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.learner.load_state_dict(state["learner"])
@@ -619,6 +656,11 @@ class Trainer:
             setattr(self.counters, key, value)
         self._credited_steps = int(state["credited_steps"])
         restore_rng_states(state["rng"], {"warmup": self.warmup_rng, "sample": self.sample_rng})
+        if self.link is not None and state.get("labels") is not None:
+            self.link.load_state_dict(state["labels"])
+        if "returns" in state:
+            self._returns[:] = state["returns"]
+            self._lengths[:] = state["lengths"]
         if state.get("replay_file") and self.replay is not None:
             self.replay.load(self.folder.checkpoints / state["replay_file"])
         truncate_jsonl(self.folder.evaluations_jsonl, self.counters.env_steps)
@@ -649,20 +691,10 @@ class Trainer:
             last_evaluation=self.last_evaluation,
             interrupted=interrupted,
             label_coverage=self._label_coverage(),
+            evaluation_sets=self.evaluator.plan.sets if self.evaluator is not None else (),
         )
 
 
 SAC_CRITIC_ONLY = frozenset({"losses/qf1_values", "losses/qf2_values", "losses/qf1_loss", "losses/qf2_loss",
                              "losses/qf_loss", "guidance/vmr_loss", "guidance/vmr_coef",
                              "guidance/label_coverage", "guidance/clip_coverage", "guidance/clip_bonus_mean"})
-
-
-def _result_row(result: EvaluationResult) -> dict[str, Any]:
-    return {
-        "route_completion": result.route_completion,
-        "driving_score": result.driving_score,
-        "infraction_penalty": result.infraction_penalty,
-        "infractions_per_km": result.infractions_per_km,
-        "results": result.results_path,
-        "video": result.video_path,
-    }

@@ -18,21 +18,29 @@ REFERENCE_LABELS = {"still": "standing still", "throttle": "constant throttle, z
 
 
 def evaluation_table(row: dict[str, Any], references: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title=f"evaluation at {row['env_steps']:,} env steps ({row.get('updates', 0):,} updates)")
-    for name in ("policy", "RC %", "DS %", "IP %"):
-        table.add_column(name, justify="left" if name == "policy" else "right")
+    """The policy and the references, per evaluation town (unseen towns first), then the headline."""
+    mark = row.get("mark", row["env_steps"])
+    table = Table(title=f"evaluation at mark {mark:,} ({row['env_steps']:,} env steps, "
+                        f"{row.get('updates', 0):,} updates)")
+    for name in ("policy", "town", "RC %", "DS %", "IP %"):
+        table.add_column(name, justify="left" if name in ("policy", "town") else "right")
 
-    def add(label: str, scores: dict[str, Any]) -> None:
+    def add(label: str, town: str, scores: dict[str, Any]) -> None:
         table.add_row(
-            label,
+            label, town,
             f"{100 * scores['route_completion']:.1f}",
             f"{100 * scores['driving_score']:.1f}",
             f"{100 * scores['infraction_penalty']:.1f}",
         )
 
-    add("trained policy", row)
-    for name, scores in references.items():
-        add(f"reference: {REFERENCE_LABELS.get(name, name)}", scores)
+    towns = sorted(row.get("towns", {}).items(), key=lambda item: not item[1].get("unseen"))
+    for town, scores in towns:
+        add("trained policy", town if scores.get("unseen") else f"{town} [seen]", scores)
+        for name, reference in references.items():
+            if town in reference.get("towns", {}):
+                add(f"reference: {REFERENCE_LABELS.get(name, name)}", "", reference["towns"][town])
+    headline = "unseen towns" if row.get("eval_town_unseen") else "seen routes (no unseen town)"
+    add("trained policy", f"headline: {headline}", row)
     return table
 
 

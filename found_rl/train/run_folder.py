@@ -4,10 +4,12 @@
 
     RUN/
       config.yaml            resolved run config (every default filled in)
-      eval_routes.xml        the held-out evaluation routes (leaderboard layout)
+      eval_routes/           the routes of each evaluation town (leaderboard layout): NAME.xml for
+                             a town training never drove, seen_NAME.xml for one it did
       references.json        the reference policies' scores on those routes
-      evaluations.jsonl      one line per evaluation: env_steps, route_completion, driving_score, ...
-      evaluations/           one leaderboard results JSON per evaluation
+      evaluations.jsonl      one line per evaluation: mark, env_steps, route_completion,
+                             driving_score, eval_town_unseen, towns, seen, ...
+      evaluations/           one leaderboard results JSON per evaluation and town
       videos/                the BEV video of the first evaluation route, per evaluation
       checkpoints/           checkpoint.pt (+ its replay_*.npz), policy_eval.pt
       policy.pt              the final policy (``found-rl eval --agent checkpoint:RUN/policy.pt``)
@@ -39,7 +41,7 @@ class RunFolder:
 
     @property
     def eval_routes(self) -> Path:
-        return self.root / "eval_routes.xml"
+        return self.root / "eval_routes"
 
     @property
     def references(self) -> Path:

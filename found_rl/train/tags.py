@@ -4,11 +4,12 @@ The learner's own tags (``losses/``, ``guidance/vmr_loss``...) are defined with 
 The x-axis is always global env steps.
 """
 
-EPISODE_TAGS = (
-    "charts/episodic_return",
-    "charts/episodic_length",
-    "charts/route_completion",
-)
+EPISODIC_RETURN = "charts/episodic_return"
+EPISODIC_LENGTH = "charts/episodic_length"
+ROUTE_COMPLETION = "charts/route_completion"
+EPISODE_CUT_BY_FAST = "charts/episode_cut_by_fast"
+"""1 for an episode FAST's global truncation cut short, 0 for one that ended on its own"""
+EPISODE_TAGS = (EPISODIC_RETURN, EPISODIC_LENGTH, ROUTE_COMPLETION, EPISODE_CUT_BY_FAST)
 EVAL_TAGS = (
     "charts/eval_route_completion",
     "charts/eval_driving_score",
@@ -34,5 +35,6 @@ PERF_TAGS = (
     "perf/share_updates",
     "perf/share_advisor",
     "perf/share_evaluation",
+    "perf/share_checkpoint",
     "perf/valid_fraction",
 )

@@ -55,7 +55,7 @@ def test_the_noise_options_corrupt_answers_as_stated():
 
     def corrupt(action, **options) -> np.ndarray:
         advisor = ExpertAdvisor(**options)
-        return np.array([advisor._corrupted(action) for _ in range(4000)])
+        return np.array([advisor._corrupted(action, f"a:0.0.{i}") for i in range(4000)])
 
     np.testing.assert_array_equal(corrupt((0.3, -0.2)), np.broadcast_to((0.3, -0.2), (4000, 2)))
     deviation = corrupt((0.0, 0.0), noise_std=0.1, noise_seed=1)
@@ -66,6 +66,11 @@ def test_the_noise_options_corrupt_answers_as_stated():
     assert abs(random[replaced].std(axis=0) - 1 / np.sqrt(3)).max() < 0.05  # ... by uniform draws on [-1, 1]
     np.testing.assert_array_equal(random, corrupt((0.3, -0.2), random_fraction=0.2, noise_seed=1))  # seeded
     assert np.abs(corrupt((0.95, -0.95), noise_std=0.5, random_fraction=0.2)).max() <= 1.0
+    # the corruption belongs to the item: the same ids in another order and batching get the same answers
+    advisor = ExpertAdvisor(noise_std=0.5, random_fraction=0.2, noise_seed=3)
+    forward = {item.id: r.action for item, r in zip(items, advisor.advise_batch(items))}
+    backward = {item.id: r.action for item, r in zip(items[::-1], advisor.advise_batch(items[::-1]))}
+    assert forward == backward
     for bad in ({"noise_std": -1.0}, {"noise_std": float("inf")}, {"random_fraction": 1.5}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ExpertAdvisor(**bad)

@@ -16,7 +16,7 @@ from found_rl.testing import ScriptedBackend
 SCENARIO = parse_scenario(
     {"map": {"generate": {"type": "grid"}}, "routes": {"random_length_m": 100}, "episode": {"max_steps": 400}}
 )
-QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
 
 
 def make_env(**kwargs) -> DrivingEnv:

@@ -30,7 +30,7 @@ from found_rl.rewards import get_reward, reward_hazards
 from found_rl.route_progress import BACKWARD_WINDOW, FORWARD_WINDOW, OVERLAP_TOLERANCE_M
 from found_rl.scenario import load_scenario
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
 STEPS = 400
 REWARD = "valeo"
 

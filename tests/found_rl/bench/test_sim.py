@@ -8,7 +8,7 @@ import pytest
 
 from found_rl.bench import sim
 
-QUICKSTART = Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[3] / "scenarios" / "small_grid.yaml"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -72,7 +72,7 @@ def test_table_output_names_the_runs(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "60")
     deep = tmp_path / ("a_rather_long_folder_name_" * 3) / "scenarios"
     deep.mkdir(parents=True)
-    scenario = deep / "quickstart.yaml"
+    scenario = deep / "small_grid.yaml"
     scenario.write_text(QUICKSTART.read_text())
     argv = ["--scenario", str(scenario), "--steps", "5", "--resets", "0", "--vehicles", "3", "--state-vehicles", "3"]
     args = parse(argv)
@@ -110,7 +110,7 @@ def test_bad_vehicle_counts_are_rejected(vehicles):
 
 def test_a_missing_default_scenario_says_to_pass_one(monkeypatch, tmp_path):
     # As in a wheel install, where the source tree's scenarios/ folder is absent.
-    monkeypatch.setattr(sim, "DEFAULT_SCENARIO", tmp_path / "scenarios" / "quickstart.yaml")
+    monkeypatch.setattr(sim, "DEFAULT_SCENARIO", tmp_path / "scenarios" / "small_grid.yaml")
     args = parse([])
     args.scenario = sim.DEFAULT_SCENARIO
     with pytest.raises(FileNotFoundError, match="pass --scenario FILE"):

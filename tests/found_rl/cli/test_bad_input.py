@@ -12,7 +12,7 @@ from found_rl import cli
 
 DATA = Path(__file__).resolve().parents[2] / "found_rl" / "evaluation" / "data"
 TINY_TOWN = DATA / "tiny_town.yaml"  # one-route scenario on the quickstart map
-QUICKSTART = Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml"  # random routes
+QUICKSTART = Path(__file__).resolve().parents[3] / "scenarios" / "small_grid.yaml"  # random routes
 HAS_MP4 = importlib.util.find_spec("imageio_ffmpeg") is not None
 
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture
 def quickstart() -> Path:
-    return ROOT / "scenarios" / "quickstart.yaml"
+    return ROOT / "scenarios" / "small_grid.yaml"
 
 
 @pytest.fixture

@@ -65,25 +65,30 @@ def echo_server(tmp_path):
         yield server
 
 
-def run_loop(server_url: str, capacity: int, lock_steps: int) -> tuple[ReplayBuffer, AdvisorLink]:
+def run_loop(
+    server_url: str, capacity: int, lock_steps: int, lag_steps: int | None = None, on_lockstep=None
+) -> tuple[ReplayBuffer, AdvisorLink]:
     sampler = FastSampler(InProcessExecutor([CounterEnv, CounterEnv]), lambda obs: np.zeros((2, 2), np.float32),
                           rho=1.0, horizon=1000, seed=0)
     replay = ReplayBuffer(capacity, ObsSpec(vector_dim=1), 2, num_envs=2)
-    link = AdvisorLink(BackgroundClient(server_url, timeout_s=5.0), want_actions=True, want_clip=False)
+    link = AdvisorLink(BackgroundClient(server_url, timeout_s=5.0), want_actions=True, want_clip=False,
+                       lag_steps=lag_steps)
 
     def attach(step_id, action, bonus):
         return replay.attach_labels(tuple(step_id), action=action, clip_bonus=bonus)
 
     env_steps = 0
     with sampler:
-        for _ in range(lock_steps):
+        for lock_step in range(1, lock_steps + 1):
             batch = sampler.step()
             step_ids = np.stack([batch.clip_index, batch.episode_index, batch.step_index], axis=1)
             replay.add(batch.obs, batch.actions, batch.rewards, batch.next_obs, batch.terminated,
                        batch.truncated, step_ids=step_ids, valid=batch.valid)
             env_steps += int(batch.valid.sum())
-            link.submit_lockstep(batch, env_steps)
-            link.collect(attach, env_steps)
+            link.submit_lockstep(batch, env_steps, lock_step)
+            link.collect(attach, env_steps, lock_step)
+            if on_lockstep is not None:
+                on_lockstep(lock_step, replay)
             time.sleep(0.005)  # answers take 30 ms: several lock-steps late
         deadline = time.monotonic() + 10.0
         while link.in_flight and time.monotonic() < deadline:
@@ -150,6 +155,79 @@ def test_a_down_advisor_is_reported_once_skipped_and_picked_up_again(tmp_path, c
         assert link.is_up and attached
     finally:
         link.close()
+
+
+@pytest.mark.parametrize("lag", [0, 3])
+def test_repeatable_mode_attaches_each_answer_exactly_lag_lock_steps_after_its_request(echo_server, lag):
+    """The server answers 30 ms late, several lock-steps; the schedule must not care."""
+    seen = []
+
+    def check(lock_step, replay):
+        transitions = replay.is_transition
+        stored = replay.step_ids[transitions]
+        labelled = replay.has_advisor[transitions]
+        clip0 = stored[:, 0] == 0  # clip 1's items are refused by the server: never labelled
+        due = stored[:, 2] + 1 <= lock_step - lag  # step t was stored at lock-step t + 1
+        np.testing.assert_array_equal(labelled[clip0], due[clip0])
+        assert not labelled[~clip0].any()
+        seen.append(lock_step)
+
+    replay, link = run_loop(echo_server.url, capacity=400, lock_steps=30, lag_steps=lag, on_lockstep=check)
+    assert seen == list(range(1, 31))
+    assert link.stats.attached == 30 - lag and link.stats.failed == 30 - lag
+
+
+class ScriptedClient:
+    """Answers every item after a random number of polls: arrival order is noise, by design."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.queue: list[list] = []
+
+    def submit(self, item_id, payload, kind="advise"):
+        self.queue.append([int(self.rng.integers(0, 4)), item_id, {"ok": True, "action": [payload["speed_mps"], 0.0]}])
+
+    def poll(self, wait_s=0.0):
+        for item in self.queue:
+            item[0] -= 1
+        ready = [(i, r) for n, i, r in self.queue if n < 0]
+        self.queue = [item for item in self.queue if item[0] >= 0]
+        return ready
+
+    def close(self):
+        pass
+
+
+def attachment_log(seed: int, lag: int, stop_at: int | None = None, state=None):
+    """(lock-step, step id) of every attachment over 20 lock-steps of one clip."""
+    link = AdvisorLink(ScriptedClient(seed), want_actions=True, want_clip=False, lag_steps=lag)
+    if state is not None:
+        link.load_state_dict(state)
+    log = []
+    first = 1 if state is None else stop_at + 1
+    for lock_step in range(first, 21):
+        for step_id in [(0, 0, lock_step)] if state is None or lock_step > stop_at else []:
+            link.submit(step_id, {"command": 4, "speed_mps": float(lock_step)}, np.zeros(2), lock_step)
+            link._due.append((lock_step, [item_id("a", step_id)]))
+        link.collect(lambda sid, a, b, ls=lock_step: log.append((ls, tuple(sid), float(a[0]))) or True,
+                     lock_step, lock_step)
+        if stop_at == lock_step and state is None:
+            return log, link.state_dict()
+    return log, None
+
+
+def test_the_repeatable_schedule_ignores_arrival_order_and_survives_a_checkpoint():
+    a, _ = attachment_log(seed=0, lag=2)
+    b, _ = attachment_log(seed=1, lag=2)
+    assert a == b == [(t + 2, (0, 0, t), float(t)) for t in range(1, 19)]
+    head, state = attachment_log(seed=2, lag=2, stop_at=9)
+    tail, _ = attachment_log(seed=3, lag=2, stop_at=9, state=state)
+    assert head + tail == a
+
+
+def test_a_negative_label_lag_is_refused():
+    with pytest.raises(ValueError, match="label_lag_steps"):
+        AdvisorLink(ScriptedClient(0), want_actions=True, want_clip=False, lag_steps=-1)
 
 
 def test_item_ids_round_trip():

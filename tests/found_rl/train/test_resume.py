@@ -75,3 +75,105 @@ def test_a_killed_and_resumed_run_reaches_the_state_of_an_uninterrupted_run(tmp_
     assert_same(policy_a, policy_b, "policy")
     assert_same(state_a, state_b, "training_state")  # networks, optimisers, α, counters, RNGs, sampler
     assert_same(replay_a, replay_b, "replay")
+
+
+GUIDED = ("--set", "advisor.spawn=expert", "--set", "advisor.label_mode=repeatable",
+          "--set", "advisor.label_lag_steps=2", "--set", "guidance.vmr.enabled=true",
+          "--set", "guidance.awag.enabled=true", "--set", "evaluation.enabled=true",
+          "--set", "evaluation.every_env_steps=100", "--set", "evaluation.routes=1",
+          "--set", "evaluation.references=[still]", "--set", "evaluation.video=false")
+WALL_CLOCK = {"wall_s", "results", "video"}  # timings, and paths inside each run's own folder
+
+
+def evaluation_rows(run_dir):
+    from found_rl.train.run_folder import read_jsonl
+
+    def strip(row):
+        if isinstance(row, dict):
+            return {k: strip(v) for k, v in row.items() if k not in WALL_CLOCK}
+        return row
+
+    return [strip(row) for row in read_jsonl(run_dir / "evaluations.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def guided_runs(tmp_path_factory):
+    """Two runs of one seed and one of another, each with the served expert in repeatable mode."""
+    import yaml
+
+    from .conftest import tiny_run_config
+
+    root = tmp_path_factory.mktemp("guided")
+    config = root / "run.yaml"
+    config.write_text(yaml.safe_dump(tiny_run_config(sampler={"clips": 3, "horizon": 60})))
+    env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("other_seed", 1)):
+        done = subprocess.run(train_command(str(config), "--run-dir", str(root / name), *GUIDED, "--set",
+                                            f"seed={seed}"), capture_output=True, text=True, timeout=400, env=env)
+        assert done.returncode == 0, done.stderr
+        runs[name] = root / name
+    return config, runs, env
+
+
+@pytest.mark.timeout(900)
+def test_two_runs_of_one_seed_with_the_served_advisor_end_identical(guided_runs):
+    _, runs, _ = guided_runs
+    policy_a, state_a, replay_a = final_state(runs["a"])
+    policy_b, state_b, replay_b = final_state(runs["b"])
+    assert replay_a["has_advisor"].any()  # the advisor really labelled transitions
+    assert_same(policy_a, policy_b, "policy")
+    assert_same(state_a, state_b, "training_state")
+    assert_same(replay_a, replay_b, "replay")
+    assert evaluation_rows(runs["a"]) == evaluation_rows(runs["b"])
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_guided_run_resumes_to_the_uninterrupted_one(guided_runs, tmp_path):
+    config, runs, env = guided_runs
+    killed_dir = tmp_path / "killed"
+    process = subprocess.Popen(
+        train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "budget.env_steps=100000"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    checkpoint = killed_dir / "checkpoints" / "checkpoint.pt"
+    deadline = time.monotonic() + 240
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert 0 < read_checkpoint(checkpoint)["metadata"]["env_steps"] < 300
+    resumed = subprocess.run(train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300"),
+                             capture_output=True, text=True, timeout=400, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    policy_a, state_a, replay_a = final_state(runs["a"])
+    policy_c, state_c, replay_c = final_state(killed_dir)
+    assert_same(policy_a, policy_c, "policy")
+    assert_same(state_a, state_c, "training_state")
+    assert_same(replay_a, replay_c, "replay")
+    assert evaluation_rows(runs["a"]) == evaluation_rows(killed_dir)
+
+
+def test_a_resume_that_changes_the_label_mode_is_refused_naming_the_key(guided_runs):
+    _, runs, env = guided_runs
+    refused = subprocess.run(train_command("--resume", str(runs["a"]), "--set", "advisor.label_mode=async"),
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and "advisor.label_mode: 'repeatable' in the run, 'async' now" in refused.stderr
+
+
+def test_curves_of_two_seeds_align_on_their_marks_not_their_step_counts(guided_runs):
+    from found_rl.bench.guidance import summarise
+    from found_rl.train.curves import load_curves
+    from found_rl.train.run_folder import read_jsonl
+
+    _, runs, _ = guided_runs
+    rows = [read_jsonl(runs[name] / "evaluations.jsonl") for name in ("a", "other_seed")]
+    assert [r["mark"] for r in rows[0]] == [r["mark"] for r in rows[1]] == [0, 100, 200, 300]
+    steps = [[r["env_steps"] for r in run] for run in rows]
+    assert steps[0] != steps[1]  # FAST's lock-steps crossed the marks at different counts ...
+    summary = summarise("guided", rows)
+    assert summary.marks == [0, 100, 200, 300] and summary.seeds == 2  # ... yet every mark is shared
+    group = load_curves([f"g={runs['a']}", f"g={runs['other_seed']}"])["g"]
+    marks, values = group.aligned("route_completion")
+    assert marks.tolist() == [0, 100, 200, 300] and values.shape == (2, 4)
+    assert summary.eval_town_unseen is False  # a single town: the evaluation routes were seen
