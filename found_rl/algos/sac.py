@@ -38,6 +38,7 @@ from found_rl.models.sac_nets import SquashedGaussianActor, TwinQCritic
 from found_rl.storage.replay import ReplaySamples
 
 AWAG_SCHEDULES = ("constant", "drqv2_cosine")
+TARGET_FEATURES = ("target_encoder", "online_encoder")
 SAC_GUIDANCE = (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)
 
 # Logged tags (renaming one is a breaking change; tests check the set).
@@ -93,6 +94,10 @@ class SacConfig:
     """clip gradient norms of every network to this (0 = no clipping)"""
     drq_pad_px: int = 0
     """DrQ random-shift augmentation of the BEV by up to this many px (0 = off)"""
+    target_features: str = "target_encoder"
+    """what the target critics read of o_{t+1}: 'target_encoder' (SAC-AE/DrQ: the Polyak-averaged
+    encoder, a third encoder pass per update) or 'online_encoder' (DrQ-v2: the online encoder's
+    no-grad features, shared with the next action's sample; one pass fewer; docs/method.md)"""
     guidance: tuple[str, ...] = ()
     """guidance terms to switch on: 'vmr', 'awag', 'clip_bonus'"""
     vmr_margin: float = 2.0
@@ -138,6 +143,7 @@ class SacConfig:
             ("awag_horizon_steps", self.awag_horizon_steps > 0, "> 0"),
             ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
             ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+            ("target_features", self.target_features in TARGET_FEATURES, f"one of {TARGET_FEATURES}"),
         )
         check_finite_floats(self)
         check_rules(self, rules)
@@ -254,8 +260,12 @@ class SAC:
 
         # ---- critic: TD target, TD losses, VMR (METHOD §1)
         with torch.no_grad():
-            next_state_actions, next_state_log_pi, _ = self.actor.sample(next_obs)
-            qf1_next_target, qf2_next_target = self.qf_target(next_obs, next_state_actions)
+            next_features = self.qf.encoder(next_obs)  # the actor reads the critic's encoder
+            next_state_actions, next_state_log_pi, _ = self.actor.sample_from_features(next_features)
+            if cfg.target_features == "online_encoder":  # DrQ-v2: target heads on the online features
+                qf1_next_target, qf2_next_target = self.qf_target.q_values(next_features, next_state_actions)
+            else:
+                qf1_next_target, qf2_next_target = self.qf_target(next_obs, next_state_actions)
             min_qf_next_target = torch.min(qf1_next_target, qf2_next_target) - self.alpha * next_state_log_pi
             next_q_value = rewards + (1.0 - batch.dones) * cfg.gamma * min_qf_next_target
 

@@ -52,6 +52,22 @@ class ReplaySamples(NamedTuple):
     The TD target is rewards + (1 − dones)·discounts·Q(next_observations). None for 1-step batches."""
 
 
+CHANNELS_LAST = frozenset({"bev"})
+"""Keys stored ``(H, W, C)``: a sampled batch is then a channels-last ``(B, C, H, W)`` view, whose
+float conversion is a plain element-wise pass and which oneDNN's convolutions read without a
+reorder (an NCHW batch cost two layout-changing copies per update, about a quarter of a CPU SAC
+update, issue 26). Values, shapes and sampling are unchanged."""
+
+
+def _storage_shape(key: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[1:], shape[0]) if key in CHANNELS_LAST else shape
+
+
+def _stored(key: str, obs: np.ndarray) -> np.ndarray:
+    """One observation as its storage holds it."""
+    return obs.transpose(1, 2, 0) if key in CHANNELS_LAST else obs
+
+
 def _obs_layout(spec: ObsSpec) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     if spec.is_dict:
         return {
@@ -97,7 +113,8 @@ class ReplayBuffer:
         )
         self.device = torch.device(device)
         self._obs: dict[str, np.ndarray] = {}
-        for key, (shape, dtype) in _obs_layout(obs_spec).items():
+        for key, (obs_shape, dtype) in _obs_layout(obs_spec).items():
+            shape = _storage_shape(key, obs_shape)
             if memmap_dir is None:
                 self._obs[key] = np.zeros((capacity, *shape), dtype=dtype)
             else:
@@ -148,7 +165,7 @@ class ReplayBuffer:
 
     def _write_obs(self, slot: int, obs: dict[str, np.ndarray], env: int) -> None:
         for key, array in self._obs.items():
-            array[slot] = obs[key][env]
+            array[slot] = _stored(key, obs[key][env])
 
     def _as_dict(self, obs: NumpyObs, name: str) -> dict[str, np.ndarray]:
         layout = _obs_layout(self.obs_spec)
@@ -208,7 +225,7 @@ class ReplayBuffer:
             self._pending[env] = -1
         for env in np.flatnonzero(is_valid):
             slot = self._pending[env]
-            if slot >= 0 and not all(np.array_equal(self._obs[k][slot], obs_d[k][env]) for k in self._obs):
+            if slot >= 0 and not all(np.array_equal(self._obs[k][slot], _stored(k, obs_d[k][env])) for k in self._obs):
                 raise ValueError(
                     f"ReplayBuffer.add: clip {env}'s obs differs from the next_obs it returned last step; "
                     "mark that step terminated or truncated before resetting the clip"
@@ -270,6 +287,7 @@ class ReplayBuffer:
         (``found_rl.atomic``); labels of stored entries survive, answers in flight do not."""
         filled = self._filled
         arrays = {f"obs_{key}": array[:filled] for key, array in self._obs.items()}
+        arrays.update({f"channels_last_{key}": np.ones(1, bool) for key in self._obs if key in CHANNELS_LAST})
         arrays.update({name: getattr(self, name)[:filled] for name in self._ARRAYS})
         meta = [self.capacity, self.num_envs, self.action_dim, self._cursor, filled]
         with open(path, "wb") as file:
@@ -286,6 +304,8 @@ class ReplayBuffer:
         try:
             with np.load(path) as data:
                 arrays: dict[str, Any] = {name: data[name] for name in data.files}
+            arrays = {name: value for name, value in arrays.items() if not name.startswith("channels_last_")} | {
+                name: True for name in arrays if name.startswith("channels_last_")}
         except (OSError, ValueError, EOFError) as exc:
             raise ValueError(f"replay buffer {path}: cannot be read ({exc}); is it truncated?") from None
         capacity, num_envs, action_dim, cursor, filled = (int(v) for v in arrays.pop("meta"))
@@ -296,6 +316,8 @@ class ReplayBuffer:
             )
         for key, array in self._obs.items():
             stored = arrays[f"obs_{key}"]
+            if key in CHANNELS_LAST and f"channels_last_{key}" not in arrays:  # saved before issue 26: NCHW
+                stored = stored.transpose(0, 2, 3, 1)
             if stored.shape != (filled, *array.shape[1:]):
                 raise ValueError(f"replay buffer {path}: observation {key!r} has shape {stored.shape}")
             array[:filled] = stored
@@ -352,7 +374,10 @@ class ReplayBuffer:
         return self.obs_nbytes + sum(array.nbytes for array in others)
 
     def _gather_obs(self, slots: np.ndarray) -> TensorObs:
-        tensors = {key: torch.as_tensor(array[slots], device=self.device) for key, array in self._obs.items()}
+        tensors = {}
+        for key, array in self._obs.items():
+            tensor = torch.as_tensor(array[slots], device=self.device)
+            tensors[key] = tensor.permute(0, 3, 1, 2) if key in CHANNELS_LAST else tensor
         return tensors.get("obs", tensors)
 
     def sample(

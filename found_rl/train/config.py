@@ -88,6 +88,10 @@ class LearnerConfig(_Strict):
     alpha: FiniteFloat = Field(0.2, gt=0, description="SAC entropy coefficient (initial when autotuned)")
     autotune: bool = True
     drq_pad_px: int = Field(0, ge=0, description="random-shift augmentation in px (0 = off)")
+    target_features: Literal["online_encoder", "target_encoder"] = Field(
+        "online_encoder", description="SAC: what the target critics read of o_{t+1}: the online encoder's "
+        "no-grad features (DrQ-v2's form, one encoder pass fewer) or the Polyak-averaged target encoder's",
+    )
     updates_per_step: FiniteFloat = Field(
         0.25, gt=0, description="gradient updates per env step (update-to-data ratio; SAC)"
     )

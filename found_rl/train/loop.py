@@ -198,6 +198,7 @@ class Trainer:
         return SacConfig(
             gamma=cfg.gamma, tau=cfg.tau, batch_size=cfg.batch_size, policy_lr=cfg.policy_lr, q_lr=cfg.q_lr,
             alpha=cfg.alpha, autotune=cfg.autotune, drq_pad_px=cfg.drq_pad_px, guidance=tuple(terms),
+            target_features=cfg.target_features,
             vmr_margin=guidance.vmr.margin, vmr_form=guidance.vmr.form,
             vmr_decay_start_steps=guidance.vmr.decay_start_steps, vmr_decay_end_steps=guidance.vmr.decay_end_steps,
             awag_beta=guidance.awag.beta, awag_max_weight=guidance.awag.max_weight, awag_coef=guidance.awag.coef,

@@ -1,0 +1,125 @@
+"""Issue 26's speed changes, each pinned against the update it replaces on a fixed batch.
+
+* The replay stores the BEV channels-last: an implementation change, so the update on its
+  batch gives the losses and gradients of the update on the same batch laid out NCHW.
+* ``target_features="online_encoder"`` adopts DrQ-v2's target: the target heads read the
+  online encoder's no-grad features of o_{t+1}. With the target encoder equal to the online
+  one the two forms are the same update; otherwise the TD target differs by exactly that.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from found_rl.algos.sac import SAC, SacConfig
+from found_rl.models.encoders import network_preset
+from found_rl.models.observation import ObsSpec
+from found_rl.storage.replay import ReplayBuffer
+
+SPEC = ObsSpec(bev_shape=(15, 48, 48), state_dim=10)
+
+
+@pytest.fixture(scope="module")
+def replay_and_batch():
+    rng = np.random.default_rng(0)
+    replay = ReplayBuffer(256, SPEC, 2, num_envs=2)
+    obs = {"bev": rng.integers(0, 2, (2, 15, 48, 48), dtype=np.uint8) * 255,
+           "state": rng.normal(size=(2, 10)).astype(np.float32)}
+    stored = []
+    for step in range(60):
+        next_obs = {"bev": rng.integers(0, 2, (2, 15, 48, 48), dtype=np.uint8) * 255, "state": obs["state"] + 0.1}
+        ids = [(clip, 0, step) for clip in range(2)]
+        replay.add(obs, rng.uniform(-1, 1, (2, 2)), rng.normal(size=2), next_obs, np.zeros(2, bool),
+                   np.zeros(2, bool), step_ids=ids)
+        for step_id in ids:
+            replay.attach_labels(step_id, action=rng.uniform(-1, 1, 2))
+        stored.append(obs["bev"])
+        obs = next_obs
+    return replay, replay.sample(32, np.random.default_rng(1)), np.stack(stored)
+
+
+def contiguous(batch):
+    def nchw(obs):
+        return {"bev": obs["bev"].contiguous(), "state": obs["state"]}
+
+    return batch._replace(observations=nchw(batch.observations), next_observations=nchw(batch.next_observations))
+
+
+def sac(**options) -> SAC:
+    torch.manual_seed(0)
+    options = {"guidance": ("vmr", "awag"), **options}
+    return SAC(SPEC, 2, SacConfig(batch_size=32, network=network_preset("cpu"), **options))
+
+
+def update_with_gradients(learner: SAC, batch):
+    """One update; the critic's gradients (kept by the optimiser step) and the logged losses."""
+    torch.manual_seed(5)
+    logs = learner.update(batch, 1000)
+    return logs, [p.grad.clone() for p in learner.qf.parameters()]
+
+
+def test_the_replay_hands_out_channels_last_batches_of_the_stored_values(replay_and_batch):
+    replay, batch, stored = replay_and_batch
+    bev = batch.observations["bev"]
+    assert bev.shape == (32, 15, 48, 48) and bev.dtype == torch.uint8
+    assert bev.is_contiguous(memory_format=torch.channels_last)
+    slots = np.flatnonzero(replay.is_transition)
+    values = {replay.step_ids[slot, 2] * 2 + replay.step_ids[slot, 0]: slot for slot in slots}
+    for key, slot in list(values.items())[:10]:  # each sampled row is the observation that was added
+        np.testing.assert_array_equal(replay._gather_obs(np.array([slot]))["bev"][0].numpy(),
+                                      stored[key // 2][key % 2])
+
+
+def test_an_update_on_the_channels_last_batch_equals_the_nchw_one(replay_and_batch):
+    _, batch, _ = replay_and_batch
+    logs_a, grads_a = update_with_gradients(sac(), batch)
+    logs_b, grads_b = update_with_gradients(sac(), contiguous(batch))
+    assert logs_a.keys() == logs_b.keys()
+    for key in logs_a:
+        assert logs_a[key] == pytest.approx(logs_b[key], rel=1e-5, abs=1e-6), key
+    for a, b in zip(grads_a, grads_b):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_online_encoder_targets_equal_the_classic_ones_when_the_encoders_agree(replay_and_batch):
+    _, batch, _ = replay_and_batch
+    classic, online = sac(), sac(target_features="online_encoder")
+    logs_a, grads_a = update_with_gradients(classic, batch)  # fresh learners: target encoder == online
+    logs_b, grads_b = update_with_gradients(online, batch)
+    assert logs_a == logs_b
+    for a, b in zip(grads_a, grads_b):
+        assert torch.equal(a, b)
+
+
+def test_online_encoder_targets_read_the_online_features(replay_and_batch):
+    _, batch, _ = replay_and_batch
+    learner = sac(target_features="online_encoder")
+    with torch.no_grad():  # move the target encoder away: the forms now differ
+        for param in learner.qf_target.encoder.parameters():
+            param.add_(0.1 * torch.randn_like(param))
+    before = copy.deepcopy(learner)
+    update_with_gradients(learner, batch)
+
+    # the documented target: r + γ(1 − d)(min Q̄(φ(s'), a') − α log π(a'|s')), φ the online encoder
+    torch.manual_seed(5)
+    prepare = before.qf.encoder.prepare
+    next_obs = prepare(batch.next_observations)
+    obs = prepare(batch.observations)
+    with torch.no_grad():
+        features = before.qf.encoder(next_obs)
+        actions, log_pi, _ = before.actor.sample_from_features(features)
+        q1, q2 = before.qf_target.q_values(features, actions)
+        target = batch.rewards + (1 - batch.dones) * 0.99 * (torch.min(q1, q2) - before.alpha * log_pi)
+    q1_now, q2_now = before.qf.q_values(before.qf.encoder(obs), batch.actions)
+    loss = torch.nn.functional.mse_loss(q1_now, target) + torch.nn.functional.mse_loss(q2_now, target)
+    before.qf.zero_grad()
+    loss.backward()  # the TD part of the critic gradient; VMR adds its own term on top
+    vmr_free = sac(target_features="online_encoder", guidance=())
+    vmr_free.qf.load_state_dict(before.qf.state_dict())
+    vmr_free.qf_target.load_state_dict(before.qf_target.state_dict())
+    vmr_free.actor.load_state_dict(before.actor.state_dict())
+    _, grads = update_with_gradients(vmr_free, batch)
+    for expected, got in zip((p.grad for p in before.qf.parameters()), grads):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
