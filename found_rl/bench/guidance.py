@@ -177,6 +177,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench-guidance"), help="folder of the run folders")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="run-config override applied to every run (repeatable)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report the runs under --out that have finished")
     parser.set_defaults(run=run)
 
 
@@ -196,8 +198,8 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
     common = [*args.overrides, f"budget.env_steps={args.budget}", "budget.wall_time_s=null",
               f"evaluation.every_env_steps={every}", f"device={args.device}"]
     runs = []
-    for variant in variants:
-        for seed in range(args.seeds):
+    for seed in range(args.seeds):  # seed by seed: a bench stopped early still compares variants on equal seeds
+        for variant in variants:
             overrides = [*common, f"seed={seed}", *variant_overrides(variant, seed, args.clip_checkpoint)]
             load_run_config(args.scenario, overrides)  # every run's config is valid before any starts
             runs.append((variant, seed, overrides))
@@ -229,17 +231,22 @@ def run(args: argparse.Namespace) -> int:
         code, log = (0, "") if finished else _train(args.scenario, run_dir, overrides)
         return variant, seed, code, log
 
-    with ThreadPoolExecutor(jobs) as pool:
-        outcomes = list(pool.map(one, runs))
-    failed = [f"{v}-s{s} (see {log})" for v, s, code, log in outcomes if code != 0]
-    if failed:
-        raise RuntimeError(f"bench guidance: runs failed: {', '.join(failed)}")
+    if args.report_only:  # the finished runs only (a benchmark still running, or stopped early)
+        runs = [item for item in runs if RunFolder(args.out / f"{item[0]}-s{item[1]}").final_policy.exists()]
+        if not runs:
+            raise ValueError(f"--report-only: no finished run under {args.out}")
+    else:
+        with ThreadPoolExecutor(jobs) as pool:
+            outcomes = list(pool.map(one, runs))
+        failed = [f"{v}-s{s} (see {log})" for v, s, code, log in outcomes if code != 0]
+        if failed:
+            raise RuntimeError(f"bench guidance: runs failed: {', '.join(failed)}")
     by_variant: dict[str, list[list[dict[str, Any]]]] = {}
     for variant, seed, _ in runs:
         evaluations = RunFolder(args.out / f"{variant}-s{seed}").evaluations_jsonl
         by_variant.setdefault(variant, []).append(read_jsonl(evaluations))
     summaries = {variant: summarise(variant, rows) for variant, rows in by_variant.items()}
-    references_path = RunFolder(args.out / f"{runs[0][0]}-s0").references
+    references_path = RunFolder(args.out / f"{runs[0][0]}-s{runs[0][1]}").references
     references = json.loads(references_path.read_text()) if references_path.is_file() else {}
     png = args.out / "curves.png"
     groups = load_curves([f"{v}={args.out / f'{v}-s{s}'}" for v, s, _ in runs])
@@ -247,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
     report = {
         **verdict(summaries, args.budget, references),
         "budget": args.budget,
-        "seeds": args.seeds,
+        "seeds_planned": args.seeds,
         "variants": {name: summary.__dict__ for name, summary in summaries.items()},
         "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
                        for name, scores in references.items()},
