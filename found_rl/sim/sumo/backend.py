@@ -38,16 +38,8 @@ from found_rl.maps import build_network, load_map_geometry, read_network
 from found_rl.routes import RoutePlanner, parse_routes
 from found_rl.scenario import Scenario
 from found_rl.sim import vehicle_dynamics
-from found_rl.sim.snapshot import (
-    STEP_S,
-    EgoState,
-    MapGeometry,
-    Route,
-    WorldSnapshot,
-)
 from found_rl.sim.sumo import runtime
 from found_rl.sim.sumo.actors import ContextSubscription
-from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
 from found_rl.sim.sumo.spawn_safety import EgoEnvelope
 from found_rl.sim.sumo.traffic import (
@@ -60,6 +52,14 @@ from found_rl.sim.sumo.traffic import (
 )
 from found_rl.sim.sumo.world_checks import world_warnings
 from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
+from found_rl.world import (
+    STEP_S,
+    EgoState,
+    MapGeometry,
+    Route,
+    WorldSnapshot,
+)
+from found_rl.world.frames import SumoFrame
 
 EGO_ID = "ego"
 NUM_WARM_STATES = 4

@@ -121,9 +121,9 @@ def test_stage_timers_put_everything_back():
     import found_rl.env as env_module
     from found_rl import hazards
     from found_rl.env import DrivingEnv
-    from found_rl.route_progress import RouteTracker
+    from found_rl.routes.progress import RouteTracker
     from found_rl.scenario import load_scenario
-    from found_rl.testing import ScriptedBackend
+    from tests.scenes import ScriptedBackend
 
     update = RouteTracker.update
     env = DrivingEnv(load_scenario(QUICKSTART), backend=ScriptedBackend())

@@ -14,7 +14,7 @@ from found_rl.scenario import load_scenario
 from found_rl.sim.backend import Backend
 from found_rl.sim.carla.backend import CarlaBackend
 from found_rl.sim.carla.errors import CarlaServerLost, CarlaSetupError
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.world import LightState, WorldSnapshot
 
 SCENARIO = DATA / "grid_town.yaml"
 
