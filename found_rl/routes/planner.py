@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from found_rl.actions import RoadOption
-from found_rl.routes.densifier import LaneSpan, arc_length, densify, slice_polyline
+from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.world import Route
 from found_rl.world.frames import SumoFrame
@@ -36,27 +36,18 @@ class RoutePlanner:
     Args:
         net: sumolib network.
         frame: its SUMO → CARLA frame.
-        spacing_m: distance between dense waypoints.
+        sampling: waypoint spacing and how early the planned routes announce a manoeuvre
+            (:func:`~found_rl.world.route_command`); default 1 m, 20 m or 3 s.
         max_waypoint_offset_m: a route waypoint farther than this from every drivable lane
             is off the network.
-        command_lookahead_m, command_lookahead_s: how early the planned routes announce a
-            manoeuvre (:func:`~found_rl.world.route_command`).
     """
 
     def __init__(
-        self,
-        net,
-        frame: SumoFrame,
-        spacing_m: float = 1.0,
-        max_waypoint_offset_m: float = 4.0,
-        command_lookahead_m: float = 20.0,
-        command_lookahead_s: float = 3.0,
+        self, net, frame: SumoFrame, sampling: RouteSampling | None = None, max_waypoint_offset_m: float = 4.0
     ) -> None:
         self.net = net
-        self.command_lookahead_m = command_lookahead_m
-        self.command_lookahead_s = command_lookahead_s
         self.frame = frame
-        self.spacing_m = spacing_m
+        self.sampling = sampling or RouteSampling()
         self.max_waypoint_offset_m = max_waypoint_offset_m
         self._shapes: dict[str, np.ndarray] = {}
         self._lengths: dict[str, float] = {}
@@ -95,14 +86,7 @@ class RoutePlanner:
             self.frame.to_carla_xy(slice_polyline(self.shape(span.lane_id), span.start_m, span.end_m))
             for span in spans
         ]
-        return densify(
-            spans,
-            pieces,
-            route_id,
-            spacing_m=self.spacing_m,
-            command_lookahead_m=self.command_lookahead_m,
-            command_lookahead_s=self.command_lookahead_s,
-        )
+        return self.sampling.densify(spans, pieces, route_id)
 
     # ------------------------------------------------------------------------ connections
     def _junction_command(self, connection) -> RoadOption:

@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 
 from found_rl.actions import RoadOption
-from found_rl.routes.densifier import LaneSpan, arc_length, densify, slice_polyline
+from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.world import Lane, MapGeometry, Route
 
@@ -30,28 +30,20 @@ class TownRoutePlanner:
 
     Args:
         geometry: the town's map geometry.
-        spacing_m: distance between dense waypoints.
+        sampling: waypoint spacing and how early the planned routes announce a manoeuvre
+            (:func:`~found_rl.world.route_command`); default 1 m, 20 m or 3 s.
         max_waypoint_offset_m: a route waypoint farther than this from every driving lane is
             off the map.
-        command_lookahead_m, command_lookahead_s: how early the planned routes announce a
-            manoeuvre (:func:`~found_rl.world.route_command`).
     """
 
     def __init__(
-        self,
-        geometry: MapGeometry,
-        spacing_m: float = 1.0,
-        max_waypoint_offset_m: float = 4.0,
-        command_lookahead_m: float = 20.0,
-        command_lookahead_s: float = 3.0,
+        self, geometry: MapGeometry, sampling: RouteSampling | None = None, max_waypoint_offset_m: float = 4.0
     ) -> None:
         self.lanes: dict[str, Lane] = geometry.lanes
         if not self.lanes:
             raise ValueError("the town has no driving lanes")
-        self.spacing_m = spacing_m
+        self.sampling = sampling or RouteSampling()
         self.max_waypoint_offset_m = max_waypoint_offset_m
-        self.command_lookahead_m = command_lookahead_m
-        self.command_lookahead_s = command_lookahead_s
         self._length = {key: float(arc_length(lane.centerline)[-1]) for key, lane in self.lanes.items()}
         keys, starts, ends = [], [], []
         for key, lane in self.lanes.items():
@@ -258,11 +250,4 @@ class TownRoutePlanner:
     def densify(self, spans: list[LaneSpan], route_id: str) -> Route:
         """Sample spans every ``spacing_m`` metres into a :class:`Route`."""
         pieces = [slice_polyline(self.lanes[span.lane_id].centerline, span.start_m, span.end_m) for span in spans]
-        return densify(
-            spans,
-            pieces,
-            route_id,
-            spacing_m=self.spacing_m,
-            command_lookahead_m=self.command_lookahead_m,
-            command_lookahead_s=self.command_lookahead_s,
-        )
+        return self.sampling.densify(spans, pieces, route_id)

@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from found_rl.actions import Controls
-from found_rl.routes import parse_routes
+from found_rl.routes import RouteSampling, parse_routes
 from found_rl.routes.town_planner import TownRoutePlanner
 from found_rl.scenario import Scenario
 from found_rl.sim.carla import actors as spawn
@@ -90,11 +90,7 @@ class CarlaBackend:
         self._open_world()
         try:
             self.map: MapGeometry = load_town_geometry(self._map)
-            self.planner = TownRoutePlanner(
-                self.map,
-                command_lookahead_m=scenario.routes.command_lookahead_m,
-                command_lookahead_s=scenario.routes.command_lookahead_s,
-            )
+            self.planner = TownRoutePlanner(self.map, RouteSampling.of_scenario(scenario.routes))
             self._routes = self._plan_routes()
             self.num_routes = len(self._routes)
             self._spawn_points = self._map.get_spawn_points() or self._lane_spawn_points()

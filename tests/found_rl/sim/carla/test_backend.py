@@ -71,6 +71,13 @@ def test_routes_are_planned_with_carla_commands(carla, endpoint):
         assert area.outside_distance_m(route.xy).max() == 0.0  # every waypoint is on the road
 
 
+def test_routes_announce_manoeuvres_as_far_ahead_as_the_scenario_says(carla, endpoint, tmp_path):
+    body = "backend: carla\nmap: {town: GridTown}\nroutes: {file: routes.xml, command_lookahead_m: 35, "
+    path = write_scenario(tmp_path, body + "command_lookahead_s: 1.5}\n")
+    route = make(carla, endpoint, load_scenario(path)).reset(seed=0, route_index=1).route
+    assert (route.command_lookahead_m, route.command_lookahead_s) == (35.0, 1.5)
+
+
 def test_drivingenv_runs_unchanged_on_carla(carla, endpoint):
     env = DrivingEnv(load_scenario(SCENARIO), backend=make(carla, endpoint))
     obs, info = env.reset(seed=0, options={"route_index": 0})
