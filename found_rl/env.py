@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
 
 from found_rl import hazards
-from found_rl.actions import ACTION_DIM, Controls, action_to_controls
+from found_rl.actions import ACTION_DIM, action_to_controls
 from found_rl.bev import BevConfig, BevRenderer
 from found_rl.events import EpisodeStatus, EpisodeSummary, Infraction, InfractionKind
 from found_rl.infractions import (
@@ -32,10 +32,11 @@ from found_rl.infractions import (
     drivable_area,
 )
 from found_rl.rewards import Hazards, Reward, StepContext, get_reward, reward_hazards
-from found_rl.route_progress import RouteProgress, RouteTracker
+from found_rl.routes.progress import RouteProgress, RouteTracker
 from found_rl.scenario import Scenario, load_scenario
-from found_rl.sim.snapshot import STEP_S, MapGeometry, WorldSnapshot, route_command
+from found_rl.sim.backend import Backend, make_backend
 from found_rl.state_vector import STATE_SIZE, state_vector
+from found_rl.world import STEP_S, WorldSnapshot, route_command
 
 LIGHT_HORIZON_M = 18.0
 """Roach searches lights 18 m ahead for the state vector and the reward."""
@@ -57,22 +58,6 @@ _STATUS_BY_KIND: tuple[tuple[InfractionKind, EpisodeStatus], ...] = (
     (InfractionKind.ROUTE_TIMEOUT, EpisodeStatus.FAILED_TIMEOUT),
 )
 """How an episode's end is named, most serious cause first."""
-
-
-class WorldBackend(Protocol):
-    """What the env needs from a simulator backend (``found_rl.sim.backend.make_backend``)."""
-
-    @property
-    def map(self) -> MapGeometry: ...
-
-    @property
-    def num_routes(self) -> int: ...
-
-    def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot: ...
-
-    def step(self, controls: Controls) -> WorldSnapshot: ...
-
-    def close(self) -> None: ...
 
 
 class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -112,7 +97,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         observation: ObservationKind = "bev",
         render_mode: str | None = None,
         max_steps: int | None = None,
-        backend: WorldBackend | None = None,
+        backend: Backend | None = None,
         bev_config: BevConfig | None = None,
         infraction_config: InfractionConfig | None = None,
     ) -> None:
@@ -131,8 +116,6 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.terminate_on_route_completion = self.scenario.episode.terminate_on_route_completion
 
         if backend is None:
-            from found_rl.sim.backend import make_backend
-
             backend = make_backend(self.scenario)
         self.backend = backend
         # State-only envs rasterise the map only if render() is ever called.

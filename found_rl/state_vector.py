@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from found_rl.hazards import LightHazard, StopSignHazard
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.world import LightState, WorldSnapshot
 
 STATE_SIZE = 10
 STATE_NAMES = (

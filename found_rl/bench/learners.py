@@ -65,85 +65,6 @@ def evaluate(
     return float(np.mean(returns))
 
 
-def train_sac_pendulum(
-    seed: int,
-    total_steps: int = 20_000,
-    learning_starts: int = 1_000,
-    eval_episodes: int = EVAL_EPISODES,
-    progress: Callable[[str], None] | None = None,
-    eval_every: int = 0,
-) -> RunResult:
-    """CleanRL-style SAC loop on Pendulum-v1 (actions rescaled to [-1, 1]).
-
-    With ``progress`` and ``eval_every > 0``, also reports a 5-episode deterministic evaluation
-    every ``eval_every`` steps (a learning curve for slow machines).
-    """
-    import gymnasium as gym
-    import numpy as np
-    import torch
-
-    from found_rl.algos.sac import SAC, SacConfig
-    from found_rl.models.encoders import NetworkConfig
-    from found_rl.models.observation import obs_spec_from_space
-    from found_rl.storage.replay import ReplayBuffer
-
-    start = time.perf_counter()
-    # TRY NOT TO MODIFY: seeding
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
-    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1.0), np.float32(1.0))
-    env.action_space.seed(seed)
-    spec = obs_spec_from_space(env.observation_space)
-    action_dim = int(env.action_space.shape[0])
-    # SB3 zoo Pendulum: learning rate 1e-3 for actor and critics; CleanRL-sized 256-256 MLPs.
-    config = SacConfig(
-        policy_lr=1e-3,
-        q_lr=1e-3,
-        network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)),
-    )
-    sac = SAC(spec, action_dim, config, seed=seed)
-    buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
-
-    obs, _ = env.reset(seed=seed)
-    episode, episode_return = 0, 0.0
-    for global_step in range(1, total_steps + 1):
-        # ALGO LOGIC: action logic
-        action = env.action_space.sample() if global_step <= learning_starts else sac.act(obs[None])[0]
-        next_obs, reward, terminated, truncated, _ = env.step(action)
-        buffer.add(
-            obs[None],
-            action[None],
-            np.array([reward]),
-            next_obs[None],
-            np.array([terminated]),
-            np.array([truncated]),
-            step_ids=[(0, episode, global_step)],
-        )
-        obs = next_obs
-        episode_return += float(reward)
-        if terminated or truncated:
-            if progress is not None:
-                progress(f"sac seed {seed} step {global_step} episode {episode} return {episode_return:.1f}")
-            obs, _ = env.reset()
-            episode, episode_return = episode + 1, 0.0
-        # ALGO LOGIC: training
-        if global_step > learning_starts:
-            sac.update(buffer.sample(config.batch_size, rng), global_step)
-        if progress is not None and eval_every > 0 and global_step % eval_every == 0:
-            interim = evaluate(sac.policy().act, "Pendulum-v1", seed=20_000 + seed, episodes=5, rescale=True)
-            progress(f"sac seed {seed} step {global_step} eval return (5 episodes) {interim:.1f}")
-    env.close()
-    policy = sac.policy()
-    eval_return = evaluate(
-        lambda o: policy.act(o),
-        "Pendulum-v1",
-        seed=10_000 + seed,
-        episodes=eval_episodes,
-        rescale=True,
-    )
-    return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
-
-
 def drqv2_pendulum_config() -> Any:
     """DrQ-v2 for state-input Pendulum: the paper's update (one update every 2 env steps, 3-step
     returns, batch 256, clipped noise 0.3).
@@ -172,7 +93,64 @@ def drqv2_pendulum_config() -> Any:
     )
 
 
-def train_drqv2_pendulum(
+@dataclass(frozen=True)
+class OffPolicyAgent:
+    """How the Pendulum loop acts with one off-policy learner and trains it.
+
+    Attributes:
+        learner: the SAC or DrQ-v2 learner (its ``policy()`` is evaluated).
+        act: ``(obs batch, global step) -> actions`` while collecting.
+        train: ``(buffer, rng, global step)``: the learner's updates after that env step.
+    """
+
+    learner: Any
+    act: Callable[[Any, int], Any]
+    train: Callable[[Any, Any, int], None]
+
+
+def sac_pendulum_agent(spec: Any, action_dim: int, seed: int) -> OffPolicyAgent:
+    """SAC with the SB3 zoo's Pendulum learning rates (1e-3 for actor and critics) and
+    CleanRL-sized 256-256 MLPs; one update per env step."""
+    from found_rl.algos.sac import SAC, SacConfig
+    from found_rl.models.encoders import NetworkConfig
+
+    config = SacConfig(
+        policy_lr=1e-3,
+        q_lr=1e-3,
+        network=NetworkConfig(actor_hidden=(256, 256), critic_hidden=(256, 256)),
+    )
+    sac = SAC(spec, action_dim, config, seed=seed)
+
+    def train(buffer: Any, rng: Any, global_step: int) -> None:
+        sac.update(buffer.sample(config.batch_size, rng), global_step)
+
+    return OffPolicyAgent(sac, lambda obs, global_step: sac.act(obs), train)
+
+
+def drqv2_pendulum_agent(spec: Any, action_dim: int, seed: int) -> OffPolicyAgent:
+    """DrQ-v2 with :func:`drqv2_pendulum_config`: σ(t)-noisy actions, n-step batches, an
+    update every ``update_every_steps`` env steps."""
+    from found_rl.algos.drqv2 import DrQV2
+
+    config = drqv2_pendulum_config()
+    drq = DrQV2(spec, action_dim, config, seed=seed)
+
+    def train(buffer: Any, rng: Any, global_step: int) -> None:
+        if global_step % config.update_every_steps == 0:
+            drq.update(buffer.sample(config.batch_size, rng, n_step=config.n_step, gamma=config.gamma), global_step)
+
+    return OffPolicyAgent(drq, lambda obs, global_step: drq.act(obs, global_step=global_step), train)
+
+
+PENDULUM_AGENTS: dict[str, Callable[[Any, int, int], OffPolicyAgent]] = {
+    "sac": sac_pendulum_agent,
+    "drqv2": drqv2_pendulum_agent,
+}
+"""The off-policy learners :func:`train_pendulum` runs, by row name."""
+
+
+def train_pendulum(
+    learner: str,
     seed: int,
     total_steps: int = 20_000,
     learning_starts: int = 1_000,
@@ -180,34 +158,37 @@ def train_drqv2_pendulum(
     progress: Callable[[str], None] | None = None,
     eval_every: int = 0,
 ) -> RunResult:
-    """The SAC row's loop with DrQ-v2: σ(t)-noisy actions, n-step batches, an update every
-    ``update_every_steps`` env steps."""
+    """CleanRL-style off-policy loop on Pendulum-v1 (actions rescaled to [-1, 1]) for the
+    learner ``learner`` (a key of :data:`PENDULUM_AGENTS`).
+
+    With ``progress`` and ``eval_every > 0``, also reports a 5-episode deterministic evaluation
+    every ``eval_every`` steps (a learning curve for slow machines).
+    """
     import gymnasium as gym
     import numpy as np
     import torch
 
-    from found_rl.algos.drqv2 import DrQV2
     from found_rl.models.observation import obs_spec_from_space
     from found_rl.storage.replay import ReplayBuffer
 
+    if learner not in PENDULUM_AGENTS:
+        raise ValueError(f"learner: expected one of {', '.join(PENDULUM_AGENTS)}, got {learner!r}")
     start = time.perf_counter()
+    # TRY NOT TO MODIFY: seeding
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1.0), np.float32(1.0))
     env.action_space.seed(seed)
     spec = obs_spec_from_space(env.observation_space)
     action_dim = int(env.action_space.shape[0])
-    config = drqv2_pendulum_config()
-    drq = DrQV2(spec, action_dim, config, seed=seed)
+    agent = PENDULUM_AGENTS[learner](spec, action_dim, seed)
     buffer = ReplayBuffer(total_steps + total_steps // 100 + 8, spec, action_dim)
 
     obs, _ = env.reset(seed=seed)
     episode, episode_return = 0, 0.0
     for global_step in range(1, total_steps + 1):
-        if global_step <= learning_starts:
-            action = env.action_space.sample()
-        else:
-            action = drq.act(obs[None], global_step=global_step)[0]
+        # ALGO LOGIC: action logic
+        action = env.action_space.sample() if global_step <= learning_starts else agent.act(obs[None], global_step)[0]
         next_obs, reward, terminated, truncated, _ = env.step(action)
         buffer.add(
             obs[None],
@@ -222,16 +203,17 @@ def train_drqv2_pendulum(
         episode_return += float(reward)
         if terminated or truncated:
             if progress is not None:
-                progress(f"drqv2 seed {seed} step {global_step} episode {episode} return {episode_return:.1f}")
+                progress(f"{learner} seed {seed} step {global_step} episode {episode} return {episode_return:.1f}")
             obs, _ = env.reset()
             episode, episode_return = episode + 1, 0.0
-        if global_step > learning_starts and global_step % config.update_every_steps == 0:
-            drq.update(buffer.sample(config.batch_size, rng, n_step=config.n_step, gamma=config.gamma), global_step)
+        # ALGO LOGIC: training
+        if global_step > learning_starts:
+            agent.train(buffer, rng, global_step)
         if progress is not None and eval_every > 0 and global_step % eval_every == 0:
-            interim = evaluate(drq.policy().act, "Pendulum-v1", seed=20_000 + seed, episodes=5, rescale=True)
-            progress(f"drqv2 seed {seed} step {global_step} eval return (5 episodes) {interim:.1f}")
+            interim = evaluate(agent.learner.policy().act, "Pendulum-v1", seed=20_000 + seed, episodes=5, rescale=True)
+            progress(f"{learner} seed {seed} step {global_step} eval return (5 episodes) {interim:.1f}")
     env.close()
-    policy = drq.policy()
+    policy = agent.learner.policy()
     eval_return = evaluate(
         lambda o: policy.act(o),
         "Pendulum-v1",
@@ -240,6 +222,25 @@ def train_drqv2_pendulum(
         rescale=True,
     )
     return RunResult(seed, eval_return, time.perf_counter() - start, total_steps)
+
+
+def cartpole_ppo_config(total_steps: int) -> Any:
+    """PPO for CartPole-v1, the SB3 zoo's: n_steps 32 × 8 envs (one 256-row minibatch), 20
+    epochs, γ 0.98, λ 0.8, learning rate 1e-3 annealed over ``total_steps``, no entropy bonus,
+    64-64 MLPs."""
+    from found_rl.algos.ppo import PpoConfig
+    from found_rl.models.encoders import NetworkConfig
+
+    return PpoConfig(
+        learning_rate=1e-3,
+        total_timesteps=total_steps,
+        gamma=0.98,
+        gae_lambda=0.8,
+        update_epochs=20,
+        num_minibatches=1,
+        ent_coef=0.0,
+        network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
+    )
 
 
 def train_ppo_cartpole(
@@ -255,8 +256,7 @@ def train_ppo_cartpole(
     import numpy as np
     import torch
 
-    from found_rl.algos.ppo import PPO, PpoConfig
-    from found_rl.models.encoders import NetworkConfig
+    from found_rl.algos.ppo import PPO
     from found_rl.models.observation import obs_spec_from_space
     from found_rl.models.ppo_nets import action_kind_for_space
     from found_rl.storage.rollout import RolloutStorage
@@ -272,17 +272,7 @@ def train_ppo_cartpole(
     envs.action_space.seed(seed)
     spec = obs_spec_from_space(envs.single_observation_space)
     action_kind, action_dim = action_kind_for_space(envs.single_action_space)
-    # SB3 zoo CartPole-v1: n_steps 32 × 8 envs, one 256 minibatch, 20 epochs, γ 0.98, λ 0.8, lr 1e-3 annealed.
-    config = PpoConfig(
-        learning_rate=1e-3,
-        total_timesteps=total_steps,
-        gamma=0.98,
-        gae_lambda=0.8,
-        update_epochs=20,
-        num_minibatches=1,
-        ent_coef=0.0,
-        network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
-    )
+    config = cartpole_ppo_config(total_steps)
     ppo = PPO(spec, action_kind, action_dim, config, seed=seed)
     storage = RolloutStorage(num_steps, num_envs, spec, (), discrete=True)
     obs, _ = envs.reset(seed=seed)
@@ -400,8 +390,7 @@ def train_ppo_cartpole_sampled(
     import torch
 
     from fast_sampler import FastSampler, ProcessExecutor, SingleClipSampler
-    from found_rl.algos.ppo import PPO, PpoConfig
-    from found_rl.models.encoders import NetworkConfig
+    from found_rl.algos.ppo import PPO
     from found_rl.models.observation import ObsSpec
     from found_rl.models.ppo_nets import ActionKind
     from found_rl.storage.rollout import RolloutStorage
@@ -411,16 +400,7 @@ def train_ppo_cartpole_sampled(
     torch.manual_seed(seed)
     clips = num_clips if sampler_kind == "fast" else 1
     num_steps = max(1, rows_per_rollout // clips)
-    config = PpoConfig(
-        learning_rate=1e-3,
-        total_timesteps=total_steps,
-        gamma=0.98,
-        gae_lambda=0.8,
-        update_epochs=20,
-        num_minibatches=1,
-        ent_coef=0.0,
-        network=NetworkConfig(actor_hidden=(64, 64), critic_hidden=(64, 64)),
-    )
+    config = cartpole_ppo_config(total_steps)
     spec = ObsSpec(vector_dim=4)
     ppo = PPO(spec, ActionKind.CATEGORICAL, 2, config, seed=seed)
 
@@ -523,13 +503,14 @@ def run(args: argparse.Namespace) -> int:
     summaries: dict[str, dict[str, Any]] = {}
     if "sac" in rows:
         runs = [
-            train_sac_pendulum(s, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress) for s in seeds
+            train_pendulum("sac", s, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress)
+            for s in seeds
         ]
         summaries["sac_pendulum"] = _summary(runs)
         report.update(_row_report("sac_pendulum", summaries["sac_pendulum"], SAC_TARGET))
     if "drqv2" in rows:
         runs = [
-            train_drqv2_pendulum(s, drqv2_steps, min(1_000, drqv2_steps // 4), args.eval_episodes, progress)
+            train_pendulum("drqv2", s, drqv2_steps, min(1_000, drqv2_steps // 4), args.eval_episodes, progress)
             for s in seeds
         ]
         summaries["drqv2_pendulum"] = _summary(runs)

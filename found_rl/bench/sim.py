@@ -9,7 +9,11 @@ Measured in one process pinned to one core (OpenCV single-threaded):
   rendering, the hazard queries, the infraction monitor, route tracking, and the rest (state
   vector, reward, info);
 - reset time (mean and p95, ms) per configuration, and the peak resident memory (MB);
-- MetaDrive's top-down observation side by side, when ``metadrive`` is importable.
+- MetaDrive's top-down observation side by side, when ``metadrive`` is importable;
+- with ``--backend-only``, the SUMO world alone instead (``SumoBackend.reset`` / ``.step``, no
+  BEV, no reward), so the env's numbers split into "simulator" and "the rest": the time to
+  build the backend (network, traffic warm-up), seeded resets (median and p95), and steps while
+  the ego cruises at about 6 m/s, with the part spent in SUMO's own ``simulation.step``.
 
 A simple route-following controller drives (pure pursuit on the route, 6 m/s): episodes end
 as they would in training (route completed, red light, timeout) and are reset; steps/s counts
@@ -23,19 +27,16 @@ is printed beside the numbers: the load average and the time of one trivial nump
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import resource
 import time
-import types
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from found_rl.bench.load import describe_load, load_average, numpy_call_us
+from found_rl.bench.stage_timing import STAGES, Timer, stage_breakdown_ms, stage_timers, timed
 from found_rl.cli.argtypes import finite_float
 
 TARGET_STEPS_PER_S = 1500.0
@@ -45,6 +46,10 @@ TARGET_STEPS_PER_S_150 = 800.0
 TARGET_RESET_MS = 50.0
 """p95 of the headline configuration's resets."""
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
+DEFAULT_VEHICLES = "0,50,150"
+"""Background vehicle counts of the BEV runs (``--backend-only`` keeps the scenario's own)."""
+BACKEND_EPISODE_STEPS = 500
+"""``--backend-only`` starts a fresh (untimed) episode this often while timing steps."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +58,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=3000, help="env steps per measurement (default 3000)")
     parser.add_argument("--resets", type=int, default=30, help="extra timed resets (default 30)")
     parser.add_argument(
-        "--vehicles", default="0,50,150", help="comma-separated background vehicle counts for the BEV runs"
+        "--vehicles",
+        default=None,
+        help=f"comma-separated background vehicle counts for the BEV runs (default {DEFAULT_VEHICLES}; "
+        "with --backend-only: the scenario's own)",
     )
+    parser.add_argument("--walkers", type=int, default=None, help="fixed walker count (default: the scenario's)")
     parser.add_argument("--state-vehicles", type=int, default=50, help="vehicles in the state-only run (default 50)")
     parser.add_argument(
         "--warmup-s",
@@ -70,102 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(a shared machine's speed drifts within seconds; default 1)",
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
-    parser.set_defaults(run=run)
-
-
-STAGES = ("sumo_step", "snapshot_read", "backend_other", "render", "hazards", "infractions", "route_tracking", "rest")
-"""Where an env step's time goes (``rest``: state vector, reward, info and the env's own code)."""
-
-
-@dataclass
-class Timer:
-    """Wall-clock and thread CPU seconds, and calls, accumulated around one callable while
-    ``enabled`` (CPU time leaves out waiting for a core on a busy machine)."""
-
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    calls: int = 0
-    enabled: bool = True
-
-
-def timed(function: Callable, timer: Timer) -> Callable:
-    """``function``, adding its wall and CPU time to ``timer`` while the timer is enabled."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if not timer.enabled:
-            return function(*args, **kwargs)
-        cpu_start = time.thread_time()
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            timer.seconds += time.perf_counter() - start
-            timer.cpu_seconds += time.thread_time() - cpu_start
-            timer.calls += 1
-
-    return call
-
-
-class _Timed:
-    """Wraps an object so calls of one method are timed (the rest passes through)."""
-
-    def __init__(self, inner: Any, method: str, timer: Timer) -> None:
-        self._inner, self._method, self._timer = inner, method, timer
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        return timed(value, self._timer) if name == self._method else value
-
-
-@contextlib.contextmanager
-def stage_timers(env: Any) -> Iterator[dict[str, Timer]]:
-    """Time each stage of ``env``'s steps (see :data:`STAGES`) while the context is open.
-
-    The backend, renderer and monitor are wrapped on the env; SUMO's step and snapshot read
-    on the backend instance (a backend without them reports 0); the hazard queries and the
-    route tracker where the env looks them up. Everything is restored on exit.
-    """
-    import found_rl.env as env_module
-    from found_rl.route_progress import RouteTracker
-
-    timers = {name: Timer(enabled=False) for name in ("backend", *STAGES)}
-    inner = env.unwrapped
-    backend, renderer, monitor = inner.backend, inner.renderer, inner.monitor
-    hazards_module, tracker_update = env_module.hazards, RouteTracker.update
-    simulation = getattr(getattr(backend, "_libsumo", None), "simulation", None)
-    sumo_step = getattr(simulation, "step", None)
-    has_snapshot = callable(getattr(backend, "_snapshot", None))
-    hazard_names = ("affecting_light", "affecting_stop_sign", "leading_vehicle", "walkers_in_path")
-    inner.backend = _Timed(backend, "step", timers["backend"])
-    inner.renderer = _Timed(renderer, "render", timers["render"])
-    inner.monitor = _Timed(monitor, "step", timers["infractions"])
-    env_module.hazards = types.SimpleNamespace(
-        **{name: timed(getattr(hazards_module, name), timers["hazards"]) for name in hazard_names}
+    parser.add_argument(
+        "--backend-only",
+        action="store_true",
+        help="time the SUMO backend alone (reset and step, no BEV, no reward) at each --vehicles count",
     )
-    RouteTracker.update = timed(tracker_update, timers["route_tracking"])
-    if sumo_step is not None:
-        simulation.step = timed(sumo_step, timers["sumo_step"])
-    if has_snapshot:
-        backend._snapshot = timed(backend._snapshot, timers["snapshot_read"])
-    try:
-        yield timers
-    finally:
-        inner.backend, inner.renderer, inner.monitor = backend, renderer, monitor
-        env_module.hazards, RouteTracker.update = hazards_module, tracker_update
-        if sumo_step is not None:
-            simulation.step = sumo_step
-        if has_snapshot:
-            del backend._snapshot
-
-
-def stage_breakdown_ms(timers: dict[str, Timer], step_s: float, steps: int, cpu: bool = False) -> dict[str, float]:
-    """Milliseconds per env step of each of :data:`STAGES`, wall-clock or thread CPU time
-    (``cpu``); they add up to ``step_s`` (the steps' total of the same clock)."""
-    ms = {name: 1000.0 * (timer.cpu_seconds if cpu else timer.seconds) / steps for name, timer in timers.items()}
-    ms["backend_other"] = ms["backend"] - ms["sumo_step"] - ms["snapshot_read"]
-    named = ("backend", "render", "hazards", "infractions", "route_tracking")
-    ms["rest"] = 1000.0 * step_s / steps - sum(ms[name] for name in named)
-    return {name: ms[name] for name in STAGES}
+    parser.set_defaults(run=run)
 
 
 def follow_route(env: Any) -> Any:
@@ -223,13 +142,77 @@ def measure_env(env: Any, steps: int, seed: int) -> dict[str, Any]:
     }
 
 
-def _timed_reset(env: Any, wall_ms: list[float], cpu_ms: list[float], **kwargs: Any) -> None:
-    """``env.reset(**kwargs)``, appending its wall-clock and CPU milliseconds."""
+def _timed_reset(env: Any, wall_ms: list[float], cpu_ms: list[float], **kwargs: Any) -> Any:
+    """``env.reset(**kwargs)`` (an env's or a backend's), appending its wall-clock and CPU
+    milliseconds; returns what the reset returned."""
     cpu_start = time.thread_time()
     start = time.perf_counter()
-    env.reset(**kwargs)
+    result = env.reset(**kwargs)
     wall_ms.append(1000 * (time.perf_counter() - start))
     cpu_ms.append(1000 * (time.thread_time() - cpu_start))
+    return result
+
+
+def measure_backend(scenario: Any, steps: int, resets: int) -> dict[str, Any]:
+    """Time ``SumoBackend`` alone: building it, ``resets`` seeded resets, and ``steps`` steps.
+
+    The ego cruises at about 6 m/s; a fresh episode starts every :data:`BACKEND_EPISODE_STEPS`
+    steps (not timed). Times are wall-clock and this thread's CPU time; ``sumo_step_cpu_ms``
+    is the part of a step spent in SUMO's own ``simulation.step``.
+    """
+    import numpy as np
+
+    from found_rl.actions import Controls
+    from found_rl.sim.sumo.backend import SumoBackend
+
+    start = time.perf_counter()
+    backend = SumoBackend(scenario)
+    build_s = time.perf_counter() - start
+    try:
+        first_ms: list[float] = []
+        snapshot = _timed_reset(backend, first_ms, [], seed=0)
+        reset_ms: list[float] = []
+        reset_cpu_ms: list[float] = []
+        for seed in range(1, resets + 1):
+            snapshot = _timed_reset(backend, reset_ms, reset_cpu_ms, seed=seed)
+        sumo = Timer(enabled=False)
+        simulation = backend._libsumo.simulation
+        sumo_step = simulation.step
+        simulation.step = timed(sumo_step, sumo)
+        seen, step_s, step_cpu_s = [], 0.0, 0.0
+        try:
+            for step in range(steps):
+                if step and step % BACKEND_EPISODE_STEPS == 0:
+                    snapshot = backend.reset(seed=1000 + step)
+                acc = 0.5 if snapshot.ego.speed_mps < 6.0 else 0.0
+                sumo.enabled = True
+                cpu_start = time.thread_time()
+                start = time.perf_counter()
+                snapshot = backend.step(Controls(acc, 0.0, 0.0))
+                step_s += time.perf_counter() - start
+                step_cpu_s += time.thread_time() - cpu_start
+                sumo.enabled = False
+                seen.append(len(snapshot.vehicles))
+        finally:
+            simulation.step = sumo_step
+    finally:
+        backend.close()
+    timed_resets = bool(reset_ms)
+    return {
+        "vehicles": list(scenario.traffic.vehicles),
+        "walkers": list(scenario.traffic.walkers),
+        "build_s": build_s,
+        "first_reset_ms": first_ms[0],
+        "reset_ms_median": float(np.median(reset_ms)) if timed_resets else None,
+        "reset_ms_p95": float(np.percentile(reset_ms, 95)) if timed_resets else None,
+        "reset_cpu_ms_median": float(np.median(reset_cpu_ms)) if timed_resets else None,
+        "reset_cpu_ms_p95": float(np.percentile(reset_cpu_ms, 95)) if timed_resets else None,
+        "step_ms": 1000 * step_s / steps,
+        "step_cpu_ms": 1000 * step_cpu_s / steps,
+        "sumo_step_cpu_ms": 1000 * sumo.cpu_seconds / steps,
+        "vehicles_seen_mean": float(np.mean(seen)),
+        "observe_radius_m": scenario.traffic.observe_radius_m,
+    }
 
 
 def measure_metadrive(steps: int) -> dict[str, Any]:
@@ -284,12 +267,14 @@ def run(args: argparse.Namespace) -> int:
     from found_rl.env import DrivingEnv
     from found_rl.scenario import load_scenario
 
-    counts = _parse_counts(args.vehicles)
+    counts = _parse_counts(args.vehicles) if args.vehicles is not None else None
     if args.steps < 1 or args.resets < 0 or args.state_vehicles < 0 or args.repeat < 1:
         raise ValueError(
             f"--steps must be >= 1, --resets >= 0, --state-vehicles >= 0 and --repeat >= 1, got --steps "
             f"{args.steps} --resets {args.resets} --state-vehicles {args.state_vehicles} --repeat {args.repeat}"
         )
+    if args.walkers is not None and args.walkers < 0:
+        raise ValueError(f"--walkers must be >= 0, got {args.walkers}")
     cv2.setNumThreads(1)
     core = "not pinned (--no-pin)" if args.no_pin else _pin_to_one_core()
     if args.scenario == DEFAULT_SCENARIO and not DEFAULT_SCENARIO.is_file():
@@ -299,12 +284,18 @@ def run(args: argparse.Namespace) -> int:
         )
     scenario = load_scenario(args.scenario)
 
-    def scenario_with(vehicles: int) -> Any:
-        traffic = {"vehicles": (vehicles, vehicles)}
+    def scenario_with(vehicles: int | None) -> Any:
+        """The scenario with ``vehicles`` background cars (None: its own) and the flags' overrides."""
+        traffic: dict[str, Any] = {} if vehicles is None else {"vehicles": (vehicles, vehicles)}
+        if args.walkers is not None:
+            traffic["walkers"] = (args.walkers, args.walkers)
         if args.warmup_s is not None:
             traffic["warmup_s"] = args.warmup_s
         return scenario.model_copy(update={"traffic": scenario.traffic.model_copy(update=traffic)})
 
+    if args.backend_only:
+        return _run_backend_only(args, [scenario_with(n) for n in counts or [None]], core)
+    counts = counts or _parse_counts(DEFAULT_VEHICLES)
     report: dict[str, Any] = {
         "scenario": str(args.scenario),
         "steps": args.steps,
@@ -361,6 +352,43 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         _print_table(report, runs)
+    return 0
+
+
+def _run_backend_only(args: argparse.Namespace, scenarios: list[Any], core: str) -> int:
+    """``--backend-only``: :func:`measure_backend` per traffic configuration, as lines or JSON."""
+    report: dict[str, Any] = {
+        "scenario": str(args.scenario),
+        "steps": args.steps,
+        "resets": args.resets,
+        "core": core,
+        "numpy_call_us": numpy_call_us(),
+        "load_average": load_average(),
+        "backend": [measure_backend(scenario, args.steps, args.resets) for scenario in scenarios],
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"SUMO backend alone on {report['scenario']} ({core}); wall-clock / CPU time of this thread")
+    for run in report["backend"]:
+        vehicles, walkers = ("-".join(map(str, sorted(set(run[key])))) for key in ("vehicles", "walkers"))
+        step_ms, step_cpu_ms = run["step_ms"], run["step_cpu_ms"]
+        print(f"vehicles {vehicles}, walkers {walkers}")
+        print(f"  build + warm-up   {run['build_s']:.2f} s, first reset {run['first_reset_ms'] / 1000:.2f} s")
+        if run["reset_ms_median"] is None:
+            print("  reset             not timed (--resets 0)")
+        else:
+            print(
+                f"  reset             wall median {run['reset_ms_median']:.1f} ms (p95 {run['reset_ms_p95']:.1f}); "
+                f"CPU median {run['reset_cpu_ms_median']:.1f} ms (p95 {run['reset_cpu_ms_p95']:.1f})"
+            )
+        print(
+            f"  step              wall {step_ms:.3f} ms ({1e3 / step_ms:.0f} steps/s); CPU {step_cpu_ms:.3f} ms "
+            f"({1e3 / step_cpu_ms:.0f} steps/s), of which SUMO {run['sumo_step_cpu_ms']:.3f} ms"
+        )
+        radius_m = run["observe_radius_m"]
+        print(f"  vehicles seen     mean {run['vehicles_seen_mean']:.1f} within {radius_m:.0f} m of the ego")
+    print(describe_load(report["numpy_call_us"], report["load_average"]))
     return 0
 
 

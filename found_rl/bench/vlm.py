@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--model {args.model}: not a Hugging Face checkpoint folder (no config.json)")
     if args.quick:
         args.steps, args.requests, args.duration_s = min(args.steps, 4), min(args.requests, 64), min(args.duration_s, 5)
-    from found_rl.cli.vlm import quiet_transformers
+    from found_rl.vlm.hf_logging import quiet_transformers
 
     quiet_transformers()
     with tempfile.TemporaryDirectory() as tmp:

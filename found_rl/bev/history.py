@@ -21,7 +21,7 @@ import numpy as np
 from found_rl.bev.config import BevConfig
 from found_rl.boxes import box_corner
 from found_rl.jit import kernel
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.world import LightState, WorldSnapshot
 
 _OVERLAP_MARGIN_M = 0.3
 """Slack on the overlap test so boxes that only touch after pixel rounding count as overlapping."""

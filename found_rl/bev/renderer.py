@@ -27,7 +27,7 @@ from found_rl.bev.static_map import (
 )
 from found_rl.bev.transform import apply_affine, box_corners, world_to_pixel_affine
 from found_rl.hazards import nearest_route_index
-from found_rl.sim.snapshot import EgoState, MapGeometry, WorldSnapshot
+from found_rl.world import EgoState, MapGeometry, WorldSnapshot
 
 _ROUTE_SEARCH_WINDOW = 50
 _ROAD_VALUE = 255

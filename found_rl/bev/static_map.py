@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from found_rl.sim.snapshot import MapGeometry
+from found_rl.world import MapGeometry
 
 ROAD_BIT = 1
 SOLID_BIT = 2

@@ -10,7 +10,7 @@ import argparse
 import importlib
 
 BENCHMARKS: dict[str, str] = {
-    "sim": "env-steps/s of the SUMO DrivingEnv with and without BEV, reset time, memory",
+    "sim": "env-steps/s of the SUMO DrivingEnv with and without BEV, reset time, memory (--backend-only: SUMO alone)",
     "bev": "BEV renderer alone: ms per render on synthetic scenes of growing density",
     "sampler": "FAST vs single-clip and lock-step baselines: wall-clock per 10k valid transitions",
     "server": "advisor server throughput, batching speed-up, latency, lost/duplicated replies",

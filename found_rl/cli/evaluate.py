@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         observation = "bev" if args.agent.startswith(("checkpoint:", "advisor:")) else "state"  # others read no BEV
         render_mode = "rgb_array" if args.video_dir is not None else None
         if args.carla_root is not None:
-            from found_rl.sim.carla.env_factory import start_supervised_backend
+            from found_rl.sim.carla.supervised_backend import start_supervised_backend
 
             backend = start_supervised_backend(scenario, carla_root=args.carla_root, gpu=args.carla_gpu)
         bev = {"bev_config": agent.bev_config()} if isinstance(agent, CheckpointAgent) else {}

@@ -105,7 +105,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from found_rl import DRIVING_ENV_ID
     from found_rl.dataset.collect import PerturbationConfig, collect
     from found_rl.dataset.shards import ShardWriter
-    from found_rl.sim.snapshot import STEP_S
+    from found_rl.world import STEP_S
 
     perturbation = PerturbationConfig(chance_per_step=args.perturb_chance)
     check_output_dir(args.out, "--out")

@@ -95,7 +95,7 @@ def _world(path: Path, *, map_only: bool = False):
     from found_rl.maps import build_network, read_network
     from found_rl.routes import RoutePlanner
     from found_rl.scenario import load_scenario, parse_scenario
-    from found_rl.sim.sumo.frames import SumoFrame
+    from found_rl.world.frames import SumoFrame
 
     if map_only and path.is_file():
         data = yaml.safe_load(path.read_text())
@@ -117,7 +117,7 @@ def _world(path: Path, *, map_only: bool = False):
 
 
 def _episode_limit(scenario: Scenario) -> str:
-    from found_rl.sim.snapshot import STEP_S
+    from found_rl.world import STEP_S
 
     episode = scenario.episode
     limit = f"at most {episode.max_steps} steps ({episode.max_steps * STEP_S:g} s)"
@@ -323,6 +323,6 @@ def run_import_town(args: argparse.Namespace) -> int:
 
 def _world_planner(net):
     from found_rl.routes import RoutePlanner
-    from found_rl.sim.sumo.frames import SumoFrame
+    from found_rl.world.frames import SumoFrame
 
     return RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir
+from found_rl.vlm.hf_logging import quiet_transformers
 
 DEFAULT_EVAL_FRACTION = 0.1
 DEFAULT_SPLIT_SEED = 0
@@ -238,15 +238,3 @@ def _print_table(report: dict) -> None:
         )
     split = report["split"]
     print(f"split: {split['name']} episodes (fraction {split['eval_fraction']:g}, seed {split['split_seed']})")
-
-
-def quiet_transformers() -> None:
-    """No weight-loading progress bars or advisory warnings between ours."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError as exc:
-        raise ValueError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    # peft calls a transformers property that v5 deprecates; nothing a user can act on
-    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)

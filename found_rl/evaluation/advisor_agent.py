@@ -15,7 +15,7 @@ import urllib.request
 import numpy as np
 
 from found_rl.expert import ExpertObserver
-from found_rl.sim.snapshot import WorldSnapshot
+from found_rl.world import WorldSnapshot
 
 FALLBACK_ACTION = np.array([-1.0, 0.0], dtype=np.float32)
 """Full brake, used until the advisor has answered once in an episode."""

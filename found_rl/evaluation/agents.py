@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from found_rl.expert import ExpertDriver
-from found_rl.sim.snapshot import WorldSnapshot
+from found_rl.world import WorldSnapshot
 
 AGENT_SPECS = ("expert", "still", "throttle", "checkpoint:PATH", "advisor:URL")
 

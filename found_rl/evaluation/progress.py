@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from found_rl.sim.snapshot import STEP_S
+from found_rl.world import STEP_S
 
 POSTFIX_EVERY_STEPS = 10  # refresh the text once per simulated second, not at every 0.1 s step
 

@@ -12,7 +12,7 @@ import numpy as np
 from found_rl.expert.control import ExpertConfig, expert_action
 from found_rl.expert.observation import ExpertObservation
 from found_rl.expert.observer import ExpertObserver, ObserverConfig, world_to_ego
-from found_rl.sim.snapshot import WorldSnapshot
+from found_rl.world import WorldSnapshot
 
 __all__ = [
     "ExpertConfig",

@@ -30,7 +30,7 @@ class ExpertObservation:
             about 2 m apart starting at the ego's projection on the route; metres.
         leader_gap_m: bumper-to-bumper gap to the vehicle ahead on the route, if any.
         leader_speed_mps: that vehicle's speed along the route.
-        light_state: :class:`~found_rl.sim.snapshot.LightState` value of the light affecting
+        light_state: :class:`~found_rl.world.LightState` value of the light affecting
             the route ahead (0 when none).
         light_distance_m: distance along the route from the ego to that light's stop line.
         light_remaining_ratio: remaining fraction of the light's current phase, or -1.

@@ -15,7 +15,7 @@ import numpy as np
 
 from found_rl import hazards
 from found_rl.expert.observation import ExpertObservation
-from found_rl.sim.snapshot import ActorBoxes, Route, WorldSnapshot, route_command
+from found_rl.world import ActorBoxes, Route, WorldSnapshot, route_command
 
 
 @dataclasses.dataclass(frozen=True)

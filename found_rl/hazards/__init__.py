@@ -20,7 +20,7 @@ from found_rl.hazards.corridor import actors_in_corridor
 from found_rl.hazards.crossings import first_crossing
 from found_rl.hazards.geometry import nearest_waypoint, route_geometry
 from found_rl.hazards.results import ActorHazard, LightHazard, StopSignHazard
-from found_rl.sim.snapshot import LightState, Route, WorldSnapshot
+from found_rl.world import LightState, Route, WorldSnapshot
 
 __all__ = [
     "ActorHazard",

@@ -10,7 +10,7 @@ from found_rl.boxes import box_corner
 from found_rl.hazards.geometry import route_geometry
 from found_rl.hazards.results import ActorHazard
 from found_rl.jit import kernel
-from found_rl.sim.snapshot import ActorBoxes, WorldSnapshot
+from found_rl.world import ActorBoxes, WorldSnapshot
 
 
 def actors_in_corridor(

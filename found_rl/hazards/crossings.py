@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from found_rl.hazards.geometry import RouteGeometry, ego_arclength, route_geometry
-from found_rl.sim.snapshot import Route, StopLines, WorldSnapshot
+from found_rl.world import Route, StopLines, WorldSnapshot
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from found_rl.jit import kernel
-from found_rl.route_cache import per_route
-from found_rl.sim.snapshot import Route, WorldSnapshot
+from found_rl.routes.cache import per_route
+from found_rl.world import Route, WorldSnapshot
 
 
 @dataclass(frozen=True)

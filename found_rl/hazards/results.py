@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from found_rl.sim.snapshot import LightState
+from found_rl.world import LightState
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import shapely
 
 from found_rl.boxes import box_corners
 from found_rl.jit import helper, kernel
-from found_rl.sim.snapshot import ActorBoxes, EgoState, MapGeometry, StopLines
+from found_rl.world import ActorBoxes, EgoState, MapGeometry, StopLines
 
 
 def boxes_overlap(

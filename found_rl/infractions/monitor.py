@@ -2,7 +2,7 @@
 
 A backend's own collision check (SUMO's is per lane and ignores the ego's box) is not trusted;
 everything here is computed from the oriented boxes, stop lines, road polygons and route in a
-:class:`~found_rl.sim.snapshot.WorldSnapshot`, so SUMO and CARLA runs are judged alike.
+:class:`~found_rl.world.WorldSnapshot`, so SUMO and CARLA runs are judged alike.
 :class:`InfractionMonitor` holds the little state the leaderboard rules need across steps
 (blocked timer, stop-sign stops, de-duplication); the geometry lives in
 :mod:`found_rl.infractions.geometry`.
@@ -28,8 +28,8 @@ from found_rl.infractions.geometry import (
     stop_zone_mask,
     tail_crossed_lines,
 )
-from found_rl.route_progress import RouteProgress
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.routes.progress import RouteProgress
+from found_rl.world import LightState, WorldSnapshot
 
 TERMINAL_KINDS: frozenset[InfractionKind] = frozenset(
     {

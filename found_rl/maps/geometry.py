@@ -15,10 +15,11 @@ import shapely
 
 from found_rl.atomic import replaced_atomically
 from found_rl.maps.build import cache_root
-from found_rl.sim.snapshot import Lane, MapGeometry, Polyline
-from found_rl.sim.sumo.frames import SumoFrame
+from found_rl.world import Lane, MapGeometry, Polyline
+from found_rl.world.frames import SumoFrame
 
-GEOMETRY_VERSION = 2
+GEOMETRY_VERSION = 3
+"""Bumped when the pickled types change (3: they moved to ``found_rl.world``)."""
 VEHICLE_CLASS = "passenger"
 
 

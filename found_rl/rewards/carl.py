@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from found_rl.infractions import TERMINAL_KINDS
 from found_rl.rewards.context import Reward, StepContext
-from found_rl.route_progress import wrap_angle_rad
+from found_rl.routes.progress import wrap_angle_rad
 
 
 @dataclass(frozen=True)

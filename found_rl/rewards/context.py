@@ -15,8 +15,8 @@ import numpy as np
 
 from found_rl.hazards import ActorHazard, LightHazard, StopSignHazard
 from found_rl.infractions import InfractionReport
-from found_rl.route_progress import RouteProgress
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.routes.progress import RouteProgress
+from found_rl.world import LightState, WorldSnapshot
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.routes.densifier import LaneSpan
 from found_rl.routes.leaderboard import RouteSpec
-from found_rl.routes.planner import LaneSpan, RoutePlanner
+from found_rl.routes.planner import RoutePlanner
 
 SIGNALISED = (
     "traffic_light",

@@ -3,22 +3,22 @@
 A route is first a list of :class:`LaneSpan` (a stretch of one lane with a command), built
 either from a leaderboard route's sparse waypoints (shortest path between the edges they
 lie on) or by a random walk; :meth:`RoutePlanner.densify` then samples it evenly in CARLA's
-frame. Junction lanes carry LEFT/RIGHT/STRAIGHT, lane changes CHANGELANELEFT/RIGHT, the rest
-LANEFOLLOW, as CARLA's ``GlobalRoutePlanner`` does.
+frame (``found_rl.routes.densifier``). Junction lanes carry LEFT/RIGHT/STRAIGHT, lane changes
+CHANGELANELEFT/RIGHT, the rest LANEFOLLOW, as CARLA's ``GlobalRoutePlanner`` does.
 """
 
 from __future__ import annotations
 
 import itertools
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
-from found_rl.sim.snapshot import Route
-from found_rl.sim.sumo.frames import SumoFrame
+from found_rl.world import Route
+from found_rl.world.frames import SumoFrame
 
 VEHICLE_CLASS = "passenger"
 TURN_COMMANDS = {
@@ -30,61 +30,24 @@ TURN_COMMANDS = {
 }
 
 
-@dataclass(frozen=True)
-class LaneSpan:
-    """The stretch ``[start_m, end_m]`` (arc length along the lane shape) of one lane."""
-
-    lane_id: str
-    start_m: float
-    end_m: float
-    command: RoadOption
-
-
-def _arc_length(shape: np.ndarray) -> np.ndarray:
-    return np.concatenate(
-        [[0.0], np.cumsum(np.linalg.norm(np.diff(shape, axis=0), axis=1))]
-    )
-
-
-def _slice_polyline(shape: np.ndarray, start_m: float, end_m: float) -> np.ndarray:
-    """Points of ``shape`` between two arc lengths, endpoints interpolated."""
-    s = _arc_length(shape)
-    start_m, end_m = np.clip([start_m, end_m], 0.0, s[-1])
-    inner = shape[(s > start_m) & (s < end_m)]
-    ends = [
-        np.array([np.interp(v, s, shape[:, 0]), np.interp(v, s, shape[:, 1])])
-        for v in (start_m, end_m)
-    ]
-    return np.vstack([ends[0], inner, ends[1]])
-
-
 class RoutePlanner:
     """Plans dense routes on one SUMO network (a sumolib net read with internal lanes).
 
     Args:
         net: sumolib network.
         frame: its SUMO → CARLA frame.
-        spacing_m: distance between dense waypoints.
+        sampling: waypoint spacing and how early the planned routes announce a manoeuvre
+            (:func:`~found_rl.world.route_command`); default 1 m, 20 m or 3 s.
         max_waypoint_offset_m: a route waypoint farther than this from every drivable lane
             is off the network.
-        command_lookahead_m, command_lookahead_s: how early the planned routes announce a
-            manoeuvre (:func:`~found_rl.sim.snapshot.route_command`).
     """
 
     def __init__(
-        self,
-        net,
-        frame: SumoFrame,
-        spacing_m: float = 1.0,
-        max_waypoint_offset_m: float = 4.0,
-        command_lookahead_m: float = 20.0,
-        command_lookahead_s: float = 3.0,
+        self, net, frame: SumoFrame, sampling: RouteSampling | None = None, max_waypoint_offset_m: float = 4.0
     ) -> None:
         self.net = net
-        self.command_lookahead_m = command_lookahead_m
-        self.command_lookahead_s = command_lookahead_s
         self.frame = frame
-        self.spacing_m = spacing_m
+        self.sampling = sampling or RouteSampling()
         self.max_waypoint_offset_m = max_waypoint_offset_m
         self._shapes: dict[str, np.ndarray] = {}
         self._lengths: dict[str, float] = {}
@@ -114,48 +77,16 @@ class RoutePlanner:
     def lane_length(self, lane_id: str) -> float:
         """Arc length of a lane's shape (cached)."""
         if lane_id not in self._lengths:
-            self._lengths[lane_id] = float(_arc_length(self.shape(lane_id))[-1])
+            self._lengths[lane_id] = float(arc_length(self.shape(lane_id))[-1])
         return self._lengths[lane_id]
 
     def densify(self, spans: list[LaneSpan], route_id: str) -> Route:
         """Sample lane spans every ``spacing_m`` metres into a CARLA-frame :class:`Route`."""
-        pieces, labels = [], []
-        for index, span in enumerate(spans):
-            piece = _slice_polyline(self.shape(span.lane_id), span.start_m, span.end_m)
-            pieces.append(piece)
-            labels.append(np.full(len(piece), index))
-        points = self.frame.to_carla_xy(np.vstack(pieces))
-        label = np.concatenate(labels)
-        steps = np.linalg.norm(np.diff(points, axis=0), axis=1)
-        keep = np.concatenate([[True], steps > 1e-6])
-        points, label = points[keep], label[keep]
-        s = _arc_length(points)
-        if s[-1] < self.spacing_m:
-            raise ValueError(f"route {route_id!r}: shorter than {self.spacing_m} m")
-        samples = np.append(np.arange(0.0, s[-1], self.spacing_m), s[-1])
-        xy = np.stack(
-            [np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])],
-            axis=1,
-        )
-        # A segment belongs to the span of its end point (the first point of each span is
-        # dropped above as a duplicate of the previous span's last point).
-        segment_end = np.clip(
-            np.searchsorted(s, samples, side="right"), 1, len(points) - 1
-        )
-        span_index = label[segment_end]
-        heading = np.gradient(xy, axis=0)
-        return Route(
-            route_id=route_id,
-            xy=xy,
-            yaw_deg=np.degrees(np.arctan2(heading[:, 1], heading[:, 0])),
-            commands=np.array(
-                [int(spans[i].command) for i in span_index], dtype=np.int8
-            ),
-            lane_ids=tuple(spans[i].lane_id for i in span_index),
-            length_m=float(s[-1]),
-            command_lookahead_m=self.command_lookahead_m,
-            command_lookahead_s=self.command_lookahead_s,
-        )
+        pieces = [
+            self.frame.to_carla_xy(slice_polyline(self.shape(span.lane_id), span.start_m, span.end_m))
+            for span in spans
+        ]
+        return self.sampling.densify(spans, pieces, route_id)
 
     # ------------------------------------------------------------------------ connections
     def _junction_command(self, connection) -> RoadOption:
@@ -216,7 +147,7 @@ class RoutePlanner:
 
         def alignment(lane) -> float:
             shape = self.shape(lane.getID())
-            s = _arc_length(shape)
+            s = arc_length(shape)
             pos = self.project_onto(shape, xy_sumo)
             i = int(np.clip(np.searchsorted(s, pos) - 1, 0, len(shape) - 2))
             direction = shape[i + 1] - shape[i]
@@ -253,7 +184,7 @@ class RoutePlanner:
         )
         dist = np.linalg.norm(a + t[:, None] * ab - xy, axis=1)
         i = int(np.argmin(dist))
-        return float(_arc_length(shape)[i] + t[i] * np.linalg.norm(ab[i]))
+        return float(arc_length(shape)[i] + t[i] * np.linalg.norm(ab[i]))
 
     def _change_lane(
         self, spans: list[LaneSpan], lane, target, start_m: float, end_m: float

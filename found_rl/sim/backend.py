@@ -1,6 +1,6 @@
 """The simulator-backend contract and the factory that picks a backend for a scenario.
 
-A backend advances one world and returns :class:`~found_rl.sim.snapshot.WorldSnapshot`s;
+A backend advances one world and returns :class:`~found_rl.world.WorldSnapshot`s;
 it knows nothing of observations or rewards (ARCHITECTURE §2). Backends register by import
 path, so the CARLA backend slots in without touching callers.
 """
@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from found_rl.actions import Controls
 from found_rl.scenario import Scenario
-from found_rl.sim.snapshot import MapGeometry, WorldSnapshot
+from found_rl.world import MapGeometry, WorldSnapshot
 
 # backend name -> "module:Class", built with the scenario as only argument
 BACKENDS: dict[str, str] = {
@@ -23,15 +23,21 @@ BACKENDS: dict[str, str] = {
 
 @runtime_checkable
 class Backend(Protocol):
-    """A simulated world driven one 0.1 s step at a time.
+    """A simulated world driven one 0.1 s step at a time: what the env needs of a backend.
 
-    Attributes:
-        map: static map geometry (CARLA frame), shared by every snapshot.
-        num_routes: routes in the scenario's route file (0 means random routes).
+    ``map`` and ``num_routes`` are read-only here, so a plain attribute (the SUMO and CARLA
+    backends) and a property (a test's scripted world) both satisfy the protocol.
     """
 
-    map: MapGeometry
-    num_routes: int
+    @property
+    def map(self) -> MapGeometry:
+        """Static map geometry (CARLA frame), shared by every snapshot."""
+        ...
+
+    @property
+    def num_routes(self) -> int:
+        """Routes in the scenario's route file (0 means random routes)."""
+        ...
 
     def reset(self, *, seed: int, route_index: int | None = None) -> WorldSnapshot:
         """Start an episode; ``route_index=None`` draws the route from ``seed``."""

@@ -5,10 +5,18 @@ needed is therefore computed in the env worker right when o_t is made, and trave
 returned *with* o_t (the reset's info for t = 0): the sampler hands that info over as
 ``obs_info``. The privileged expert's observation comes from the same snapshot the BEV was
 rendered from; the RGB BEV is rendered only when the advisor needs pixels (VLM, CLIP).
+
+CARLA env factories (:func:`carla_env_factories`) bring their own supervised server, one per
+env, per node. A factory is a small picklable value; calling it (in a worker process or a Ray
+actor) starts a CARLA server on that machine, on the GPU that process was given, on free ports,
+and returns a :class:`~found_rl.env.DrivingEnv` whose backend restarts the server when it dies
+or hangs and stops it when the env closes. So ``RayExecutor(carla_env_factories(...),
+num_gpus_per_clip=1)`` spreads a run over every GPU node of a Ray cluster with no other change.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from found_rl.expert import ExpertObserver
+from found_rl.sim.carla.supervised_backend import PORT_STRIDE, start_supervised_backend, visible_gpu
 
 ADVICE_KEY = "advice"
 """``info[ADVICE_KEY]``: ``{"command", "speed_mps"[, "state"][, "image"]}`` about this observation."""
@@ -92,6 +101,55 @@ def make_training_env(
     if train_routes is not None:
         env = RouteSubset(env, train_routes)
     return AdviceInfo(env, with_state=with_state, with_image=with_image)
+
+
+@dataclass(frozen=True)
+class SupervisedCarlaEnv:
+    """Build a ``DrivingEnv`` on a CARLA server started for it on this machine.
+
+    Attributes:
+        scenario: scenario YAML path (``backend: carla``), readable on every node.
+        carla_root: CARLA release folder on the nodes (default ``$CARLA_ROOT`` there).
+        rpc_base / tm_base: first RPC and Traffic Manager ports tried; taken sets are skipped.
+        gpu: graphics adapter; ``None`` picks the process's first visible GPU.
+        observation: ``"bev"`` or ``"state"``.
+        log_dir: server logs (default ``$FOUND_RL_CACHE/carla/logs``).
+        timeout_s: per-call timeout; a tick longer than this is a hung server.
+        ready_timeout_s: longest wait for the server to start.
+    """
+
+    scenario: str
+    carla_root: str | None = None
+    rpc_base: int = 2000
+    tm_base: int = 8000
+    gpu: int | None = None
+    observation: str = "bev"
+    log_dir: str | None = None
+    timeout_s: float = 20.0
+    ready_timeout_s: float = 120.0
+
+    def __call__(self) -> gym.Env:
+        from found_rl.env import DrivingEnv
+        from found_rl.scenario import load_scenario
+
+        scenario = load_scenario(self.scenario)
+        backend = start_supervised_backend(
+            scenario, carla_root=self.carla_root, gpu=visible_gpu() if self.gpu is None else self.gpu,
+            rpc_base=self.rpc_base, tm_base=self.tm_base, log_dir=self.log_dir, timeout_s=self.timeout_s,
+            ready_timeout_s=self.ready_timeout_s,
+        )  # fmt: skip
+        try:
+            return DrivingEnv(scenario, observation=self.observation, backend=backend)
+        except BaseException:
+            backend.close()
+            raise
+
+
+def carla_env_factories(scenario: str | Path, num_envs: int, **options) -> list[SupervisedCarlaEnv]:
+    """One factory per env, with port bases ``PORT_STRIDE`` apart so envs on a node never race."""
+    rpc_base, tm_base = options.pop("rpc_base", 2000), options.pop("tm_base", 8000)
+    offsets = [k * PORT_STRIDE for k in range(num_envs)]
+    return [SupervisedCarlaEnv(str(scenario), rpc_base=rpc_base + o, tm_base=tm_base + o, **options) for o in offsets]
 
 
 def advice_of(info: dict[str, Any]) -> dict[str, Any] | None:

@@ -101,7 +101,7 @@ def _draw_routes(scenario: Scenario, count: int, seed: int) -> list[Any]:
     from found_rl.routes import RoutePlanner
     from found_rl.routes.generate import generate_routes, sparse_waypoints
     from found_rl.routes.leaderboard import RouteSpec
-    from found_rl.sim.sumo.frames import SumoFrame
+    from found_rl.world.frames import SumoFrame
 
     net = read_network(build_network(scenario.map))
     planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))

@@ -5,20 +5,20 @@ import asyncio
 import numpy as np
 import pytest
 
-from found_rl import testing
 from found_rl.advisors import ExpertAdvisor
 from found_rl.evaluation.advisor_agent import AdvisorAgent
 from found_rl.expert import ExpertDriver
+from tests import scenes
 from vlm_server.app import create_app
 from vlm_server.backends.base import AdviseItem
 from vlm_server.config import BackendConfig, BatchingConfig, ServerConfig
 
-LANE_Y = testing.EAST_LANE_Y
+LANE_Y = scenes.EAST_LANE_Y
 
 
 def scene():
     """The ego a little left of its lane, a car 17 m ahead."""
-    return testing.snapshot(0, (8.0, LANE_Y - 0.5), speed_mps=4.0, vehicles=testing.boxes([(25.0, LANE_Y)]))
+    return scenes.snapshot(0, (8.0, LANE_Y - 0.5), speed_mps=4.0, vehicles=scenes.boxes([(25.0, LANE_Y)]))
 
 
 def test_advisor_answers_like_the_driver_and_reports_bad_state():

@@ -11,7 +11,7 @@ import found_rl
 from found_rl.env import DrivingEnv
 from found_rl.events import EpisodeStatus, EpisodeSummary, InfractionKind
 from found_rl.scenario import Scenario, parse_scenario
-from found_rl.testing import ScriptedBackend
+from tests.scenes import ScriptedBackend
 
 SCENARIO = parse_scenario(
     {"map": {"generate": {"type": "grid"}}, "routes": {"random_length_m": 100}, "episode": {"max_steps": 400}}

@@ -117,13 +117,13 @@ def test_observation_json_round_trip_and_errors():
         ExpertObservation.from_dict({**observation.to_dict(), "route_ego": [[1.0]]})
 
 
-# --- the whole driver on hand-built snapshots (found_rl.testing's straight road) ---------
+# --- the whole driver on hand-built snapshots (tests.scenes's straight road) ---------
 
-from found_rl import testing  # noqa: E402
 from found_rl.expert import ExpertDriver, ObserverConfig  # noqa: E402
-from found_rl.sim.snapshot import LightState  # noqa: E402
+from found_rl.world import LightState  # noqa: E402
+from tests import scenes  # noqa: E402
 
-LANE_Y = testing.EAST_LANE_Y
+LANE_Y = scenes.EAST_LANE_Y
 
 
 def drive(snapshot) -> np.ndarray:
@@ -131,52 +131,52 @@ def drive(snapshot) -> np.ndarray:
 
 
 def test_driver_accelerates_on_a_free_road():
-    acc, steer = drive(testing.snapshot(0, (5.0, LANE_Y), speed_mps=2.0))
+    acc, steer = drive(scenes.snapshot(0, (5.0, LANE_Y), speed_mps=2.0))
     assert acc > 0.3 and abs(steer) < 0.02
 
 
 @pytest.mark.parametrize(("ego_y", "sign"), [(LANE_Y - 1.0, 1.0), (LANE_Y + 1.0, -1.0)])
 def test_driver_steers_back_toward_the_route(ego_y, sign):
     # CARLA frame: y south. Left of the route (smaller y) -> steer right (positive).
-    _, steer = drive(testing.snapshot(0, (5.0, ego_y), speed_mps=5.0))
+    _, steer = drive(scenes.snapshot(0, (5.0, ego_y), speed_mps=5.0))
     assert sign * steer > 0.05
 
 
 def test_driver_stops_for_a_red_light_and_goes_on_green():
-    red = testing.snapshot(
-        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.RED)
+    red = scenes.snapshot(
+        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=scenes.stop_line(30.0, LightState.RED)
     )
-    green = testing.snapshot(
-        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=testing.stop_line(30.0, LightState.GREEN)
+    green = scenes.snapshot(
+        0, (20.0, LANE_Y), speed_mps=6.0, traffic_lights=scenes.stop_line(30.0, LightState.GREEN)
     )
     assert drive(red)[0] < 0.0
     assert drive(green)[0] > 0.0
 
 
 def test_driver_brakes_behind_a_stopped_leader():
-    leader = testing.boxes([(20.0, LANE_Y)])
-    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=6.0, vehicles=leader))[0] < -0.5
+    leader = scenes.boxes([(20.0, LANE_Y)])
+    assert drive(scenes.snapshot(0, (8.0, LANE_Y), speed_mps=6.0, vehicles=leader))[0] < -0.5
 
 
 def test_driver_ignores_oncoming_traffic_in_the_other_lane():
-    oncoming = testing.boxes([(20.0, -LANE_Y)], yaw_deg=[180.0], velocity_xy=[(-6.0, 0.0)])
-    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=oncoming))[0] > 0.0
+    oncoming = scenes.boxes([(20.0, -LANE_Y)], yaw_deg=[180.0], velocity_xy=[(-6.0, 0.0)])
+    assert drive(scenes.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=oncoming))[0] > 0.0
 
 
 def test_driver_stops_for_a_walker_crossing_ahead():
-    walker = testing.boxes([(17.0, LANE_Y)], half_extent=(0.3, 0.3), velocity_xy=[(0.0, -1.0)])
-    assert drive(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, walkers=walker))[0] < -0.5
+    walker = scenes.boxes([(17.0, LANE_Y)], half_extent=(0.3, 0.3), velocity_xy=[(0.0, -1.0)])
+    assert drive(scenes.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, walkers=walker))[0] < -0.5
 
 
 def test_driver_stops_at_a_stop_sign_once_then_goes():
-    sign = testing.stop_line(20.0, LightState.RED, light_id="stop0")
-    driver, route = ExpertDriver(), testing.straight_route()
-    approaching = testing.snapshot(0, (12.0, LANE_Y), speed_mps=5.0, stop_signs=sign, route=route)
+    sign = scenes.stop_line(20.0, LightState.RED, light_id="stop0")
+    driver, route = ExpertDriver(), scenes.straight_route()
+    approaching = scenes.snapshot(0, (12.0, LANE_Y), speed_mps=5.0, stop_signs=sign, route=route)
     assert driver.act(approaching)[0] < 0.0
-    stopped = testing.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route)
+    stopped = scenes.snapshot(1, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route)
     driver.act(stopped)  # the stop is served here
     assert (
-        driver.act(testing.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
+        driver.act(scenes.snapshot(2, (16.0, LANE_Y), speed_mps=0.0, stop_signs=sign, route=route))[0] > 0.0
     )
 
 
@@ -186,32 +186,32 @@ BLIND = ObserverConfig(predict_crossing=False, yield_at_unsignalised_junctions=F
 
 def test_predicting_driver_brakes_for_a_car_about_to_cut_across_its_path():
     # A car 6 m to the left (north), driving south at 6 m/s: in 1 s it is in the ego's lane.
-    crossing = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    scene = testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing)
+    crossing = scenes.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    scene = scenes.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=crossing)
     assert ExpertDriver(observer_config=PREDICTING).act(scene)[0] < 0.0
     assert ExpertDriver().act(scene)[0] < 0.0  # prediction is on by default
     assert ExpertDriver(observer_config=BLIND).act(scene)[0] > 0.0  # and can be switched off
 
 
 def test_a_car_that_reports_speed_but_never_moves_is_not_predicted_to_cut_in():
-    ghost = testing.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    driver, route = ExpertDriver(observer_config=PREDICTING), testing.straight_route()
-    driver.act(testing.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route))
-    later = testing.snapshot(1, (8.5, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route)
+    ghost = scenes.boxes([(18.0, LANE_Y - 6.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    driver, route = ExpertDriver(observer_config=PREDICTING), scenes.straight_route()
+    driver.act(scenes.snapshot(0, (8.0, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route))
+    later = scenes.snapshot(1, (8.5, LANE_Y), speed_mps=5.0, vehicles=ghost, route=route)
     assert driver.act(later)[0] > 0.0
 
 
 def test_yielding_driver_gives_way_at_a_junction_without_lights():
-    base = testing.straight_route()
+    base = scenes.straight_route()
     # Waypoints from x = 20 m on lie on a junction-internal lane (SUMO ids start with ':').
     lane_ids = tuple(":J0_0_0" if x >= 20.0 else "east" for x in base.xy[:, 0])
     route = dataclasses.replace(base, lane_ids=lane_ids)
-    crossing = testing.boxes([(22.0, LANE_Y - 12.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
-    scene = testing.snapshot(0, (10.0, LANE_Y), speed_mps=5.0, vehicles=crossing, route=route)
+    crossing = scenes.boxes([(22.0, LANE_Y - 12.0)], yaw_deg=[90.0], velocity_xy=[(0.0, 6.0)])
+    scene = scenes.snapshot(0, (10.0, LANE_Y), speed_mps=5.0, vehicles=crossing, route=route)
     yielding = ExpertDriver(observer_config=ObserverConfig(yield_at_unsignalised_junctions=True))
     assert yielding.act(scene)[0] < 0.0
     assert yielding.last_observation.yield_distance_m == pytest.approx(
-        20.0 - 10.0 - testing.EGO_HALF_EXTENT[0]
+        20.0 - 10.0 - scenes.EGO_HALF_EXTENT[0]
     )
     assert ExpertDriver().act(scene)[0] < 0.0  # yielding is on by default
     assert ExpertDriver(observer_config=BLIND).act(scene)[0] > 0.0  # and can be switched off

@@ -13,7 +13,7 @@ import pytest
 
 from found_rl import hazards
 from found_rl.hazards import corridor, crossings, geometry
-from found_rl.sim.snapshot import (
+from found_rl.world import (
     ActorBoxes,
     EgoState,
     LightState,

@@ -1,6 +1,6 @@
 """Every infraction rule on a scripted scene whose answer is known by hand.
 
-The road is straight (``found_rl.testing``): the ego drives east in the lane at y = +1.75;
+The road is straight (``tests/scenes.py``): the ego drives east in the lane at y = +1.75;
 the road spans y in [-3.5, 3.5]; the ego box is 4.8 m x 2.0 m.
 """
 
@@ -21,9 +21,9 @@ from found_rl.infractions import (
     ego_corners,
     segments_cross,
 )
-from found_rl.route_progress import RouteTracker
-from found_rl.sim.snapshot import ActorBoxes, LightState, StopLines, WorldSnapshot
-from found_rl.testing import EAST_LANE_Y, boxes, snapshot, stop_line
+from found_rl.routes.progress import RouteTracker
+from found_rl.world import ActorBoxes, LightState, StopLines, WorldSnapshot
+from tests.scenes import EAST_LANE_Y, boxes, snapshot, stop_line
 
 Y = EAST_LANE_Y
 
@@ -341,7 +341,7 @@ def test_stop_line_crossings_match_a_numpy_oracle():
 
 def test_ego_outside_matches_outside_distance_of_the_corners():
     from found_rl.infractions import drivable_area
-    from found_rl.testing import straight_road
+    from tests.scenes import straight_road
 
     area = drivable_area(straight_road(200.0))
     rng = np.random.default_rng(1)
@@ -408,7 +408,7 @@ def test_same_direction_neighbour_lane_is_not_outside_the_route_lanes():
     # The route's lane "east" gets a same-direction neighbour "east_left" where "west" was.
     import dataclasses
 
-    from found_rl.testing import straight_road
+    from tests.scenes import straight_road
 
     road = straight_road()
     east = dataclasses.replace(road.lanes["east"], left_neighbor="east_left")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from found_rl.jit import kernel
-from found_rl.route_progress import project_onto_segments
+from found_rl.routes.progress import project_onto_segments
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ from found_rl.hazards import ActorHazard, affecting_light, leading_vehicle, walk
 from found_rl.infractions import ego_tail_segment, overlapping_boxes
 from found_rl.infractions.geometry import RED_LIGHT_LINE_FRACTION, tail_crossing_indices
 from found_rl.rewards import get_reward, reward_hazards
-from found_rl.route_progress import BACKWARD_WINDOW, FORWARD_WINDOW, OVERLAP_TOLERANCE_M
+from found_rl.routes.progress import BACKWARD_WINDOW, FORWARD_WINDOW, OVERLAP_TOLERANCE_M
 from found_rl.scenario import load_scenario
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
@@ -210,7 +210,7 @@ def test_collision_and_red_light_geometry_match_the_oracle(corpus):
 def oracle_projection(xy: np.ndarray, point: np.ndarray, lo: int, hi: int) -> tuple[int, float]:
     """``(segment, distance_m)`` of ``point`` on segments ``lo:hi`` of the polyline ``xy``:
     the nearest, unless an earlier run of segments within the overlap tolerance of the nearest
-    distance exists, whose own nearest segment then wins (as in test_route_progress.py)."""
+    distance exists, whose own nearest segment then wins (as in routes/test_progress.py)."""
     start, delta = xy[lo:hi], np.diff(xy, axis=0)[lo:hi]
     length = np.hypot(delta[:, 0], delta[:, 1])
     direction = delta / np.where(length > 1e-9, length, 1.0)[:, None] * (length > 1e-9)[:, None]

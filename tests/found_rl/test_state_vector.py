@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from found_rl.hazards import LightHazard, StopSignHazard
-from found_rl.sim.snapshot import ActorBoxes, EgoState, LightState, MapGeometry, Route, StopLines, WorldSnapshot
 from found_rl.state_vector import STATE_NAMES, STATE_SIZE, state_vector
+from found_rl.world import ActorBoxes, EgoState, LightState, MapGeometry, Route, StopLines, WorldSnapshot
 
 
 def snapshot(yaw_deg=0.0, velocity_xy=(0.0, 0.0), throttle=0.0, steer=0.0, brake=0.0, gear=1) -> WorldSnapshot:

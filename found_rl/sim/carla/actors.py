@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from found_rl.sim.snapshot import ActorBoxes
+from found_rl.world import ActorBoxes
 
 EGO_BLUEPRINT = "vehicle.lincoln.mkz_2017"
 EGO_SPAWN_TRIES = 10

@@ -23,16 +23,16 @@ from typing import Protocol
 import numpy as np
 
 from found_rl.actions import Controls
-from found_rl.routes import parse_routes
+from found_rl.routes import RouteSampling, parse_routes
+from found_rl.routes.town_planner import TownRoutePlanner
 from found_rl.scenario import Scenario
 from found_rl.sim.carla import actors as spawn
 from found_rl.sim.carla.connection import CarlaEndpoint, connect, endpoint_from_env, import_carla, load_world
 from found_rl.sim.carla.errors import CarlaServerLost, CarlaSetupError
-from found_rl.sim.carla.route_planner import TownRoutePlanner
 from found_rl.sim.carla.sensors import EgoSensors
 from found_rl.sim.carla.signals import TrafficLightTable, stop_sign_lines
 from found_rl.sim.carla.town_geometry import lane_key, load_town_geometry
-from found_rl.sim.snapshot import STEP_S, EgoState, MapGeometry, Route, WorldSnapshot
+from found_rl.world import STEP_S, EgoState, MapGeometry, Route, WorldSnapshot
 
 SPAWN_POINT_SPACING_M = 12.0
 
@@ -90,7 +90,7 @@ class CarlaBackend:
         self._open_world()
         try:
             self.map: MapGeometry = load_town_geometry(self._map)
-            self.planner = TownRoutePlanner(self.map)
+            self.planner = TownRoutePlanner(self.map, RouteSampling.of_scenario(scenario.routes))
             self._routes = self._plan_routes()
             self.num_routes = len(self._routes)
             self._spawn_points = self._map.get_spawn_points() or self._lane_spawn_points()

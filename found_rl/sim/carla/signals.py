@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from found_rl.sim.carla.town_geometry import lane_key
-from found_rl.sim.snapshot import LightState, StopLines
+from found_rl.world import LightState, StopLines
 
 _STATES = {"Red": LightState.RED, "Yellow": LightState.YELLOW, "Green": LightState.GREEN}
 

@@ -17,9 +17,10 @@ import numpy as np
 from found_rl.atomic import replaced_atomically
 from found_rl.maps.build import cache_root
 from found_rl.maps.geometry import lane_polygon, offset_polyline
-from found_rl.sim.snapshot import Lane, MapGeometry, Polyline
+from found_rl.world import Lane, MapGeometry, Polyline
 
-GEOMETRY_VERSION = 1
+GEOMETRY_VERSION = 2
+"""Bumped when the pickled types change (2: they moved to ``found_rl.world``)."""
 SAMPLE_M = 1.0
 SOLID_MARKINGS = frozenset({"Solid", "SolidSolid", "SolidBroken", "BrokenSolid", "Curb", "Grass"})
 BROKEN_MARKINGS = frozenset({"Broken", "BrokenBroken", "BottsDots"})

@@ -12,9 +12,9 @@ from types import ModuleType
 
 import numpy as np
 
-from found_rl.sim.snapshot import ActorBoxes
-from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.traffic import VEHICLE_PREFIX, WALKER_PREFIX, WALKER_SIZE_M
+from found_rl.world import ActorBoxes
+from found_rl.world.frames import SumoFrame
 
 _NO_ACTORS = ActorBoxes.empty()
 

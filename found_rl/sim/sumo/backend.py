@@ -35,19 +35,11 @@ import numpy as np
 
 from found_rl.actions import Controls
 from found_rl.maps import build_network, load_map_geometry, read_network
-from found_rl.routes import RoutePlanner, parse_routes
+from found_rl.routes import RoutePlanner, RouteSampling, parse_routes
 from found_rl.scenario import Scenario
 from found_rl.sim import vehicle_dynamics
-from found_rl.sim.snapshot import (
-    STEP_S,
-    EgoState,
-    MapGeometry,
-    Route,
-    WorldSnapshot,
-)
 from found_rl.sim.sumo import runtime
 from found_rl.sim.sumo.actors import ContextSubscription
-from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.lights import TrafficLightTable, stop_sign_lines
 from found_rl.sim.sumo.spawn_safety import EgoEnvelope
 from found_rl.sim.sumo.traffic import (
@@ -60,6 +52,14 @@ from found_rl.sim.sumo.traffic import (
 )
 from found_rl.sim.sumo.world_checks import world_warnings
 from found_rl.sim.vehicle_dynamics import VehicleParams, VehicleState
+from found_rl.world import (
+    STEP_S,
+    EgoState,
+    MapGeometry,
+    Route,
+    WorldSnapshot,
+)
+from found_rl.world.frames import SumoFrame
 
 EGO_ID = "ego"
 NUM_WARM_STATES = 4
@@ -99,12 +99,7 @@ class SumoBackend:
         self.map: MapGeometry = load_map_geometry(self._net_path, self._net)
         for line in world_warnings(scenario, self._net_path, self._net):
             warnings.warn(f"{scenario.source_path or 'scenario'}: {line}", stacklevel=2)
-        self.planner = RoutePlanner(
-            self._net,
-            self.frame,
-            command_lookahead_m=scenario.routes.command_lookahead_m,
-            command_lookahead_s=scenario.routes.command_lookahead_s,
-        )
+        self.planner = RoutePlanner(self._net, self.frame, RouteSampling.of_scenario(scenario.routes))
         self._routes: list[Route] = []
         if scenario.routes.file is not None:
             for spec in parse_routes(scenario.routes.file, scenario.routes.town):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from found_rl.sim.snapshot import LightState, StopLines
-from found_rl.sim.sumo.frames import SumoFrame
+from found_rl.world import LightState, StopLines
+from found_rl.world.frames import SumoFrame
 
 _STATE_OF_CHAR = {
     "G": LightState.GREEN, "g": LightState.GREEN,

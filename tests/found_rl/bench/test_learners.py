@@ -61,3 +61,8 @@ def test_bad_rows_and_latency_are_refused(capsys):
         with pytest.raises(SystemExit) as exit_info:
             parser.parse_args(flags)
         assert exit_info.value.code == 2
+
+
+def test_an_unknown_pendulum_learner_is_named():
+    with pytest.raises(ValueError, match="learner: expected one of sac, drqv2, got 'td3'"):
+        learners.train_pendulum("td3", seed=0)

@@ -95,9 +95,32 @@ def test_json_without_timed_resets_is_valid_json(capsys):
     assert report["reset_ms"] is None and report["resets_timed"] == 0 and report["target_met"] is False
 
 
+def test_backend_only_times_sumo_alone(capsys):
+    argv = ["--backend-only", "--steps", "20", "--resets", "2", "--vehicles", "0,3", "--walkers", "1"]
+    args = parse(["--json", *argv, "--warmup-s", "5", "--no-pin"])
+    assert args.run(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    empty, busy = report["backend"]
+    assert (empty["vehicles"], busy["vehicles"], busy["walkers"]) == ([0, 0], [3, 3], [1, 1])
+    for key in ("build_s", "first_reset_ms", "reset_ms_median", "reset_cpu_ms_p95", "step_ms", "sumo_step_cpu_ms"):
+        assert busy[key] > 0, key
+    assert busy["sumo_step_cpu_ms"] <= busy["step_cpu_ms"]  # SUMO's own step is part of the backend's
+    assert empty["vehicles_seen_mean"] == 0.0 and "steps_per_s_bev_0" not in report  # no env was built
+    args = parse(["--backend-only", "--steps", "20", "--resets", "0", "--vehicles", "3", "--warmup-s", "5", "--no-pin"])
+    assert args.run(args) == 0
+    out = capsys.readouterr().out
+    assert "SUMO backend alone" in out and "of which SUMO" in out and "reset             not timed" in out
+
+
 def test_repeat_must_be_positive():
     args = parse(["--repeat", "0"])
     with pytest.raises(ValueError, match="--repeat"):
+        args.run(args)
+
+
+def test_negative_walkers_are_rejected():
+    args = parse(["--walkers", "-1"])
+    with pytest.raises(ValueError, match="--walkers"):
         args.run(args)
 
 
@@ -121,9 +144,9 @@ def test_stage_timers_put_everything_back():
     import found_rl.env as env_module
     from found_rl import hazards
     from found_rl.env import DrivingEnv
-    from found_rl.route_progress import RouteTracker
+    from found_rl.routes.progress import RouteTracker
     from found_rl.scenario import load_scenario
-    from found_rl.testing import ScriptedBackend
+    from tests.scenes import ScriptedBackend
 
     update = RouteTracker.update
     env = DrivingEnv(load_scenario(QUICKSTART), backend=ScriptedBackend())

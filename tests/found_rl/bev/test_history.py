@@ -9,7 +9,9 @@ import shapely
 
 from found_rl.bev import BevConfig
 from found_rl.bev.history import _OVERLAP_MARGIN_M, make_history_frame
-from found_rl.bev.scenes import LANE_Y, boxes, snapshot
+from tests.scenes import EAST_LANE_Y as LANE_Y
+from tests.scenes import four_lane_snapshot as snapshot
+from tests.scenes import standing_boxes as boxes
 
 CONFIG = BevConfig()
 

@@ -14,10 +14,14 @@ from found_rl.bev import BevConfig, BevRenderer, static_map
 from found_rl.bev.layers import FIXED_POINT_BITS, FIXED_POINT_SCALE
 from found_rl.bev.pooling import MaxPool
 from found_rl.bev.renderer import split_static_bits
-from found_rl.bev.scenes import GREEN, LANE_Y, RED, YELLOW, boxes, snapshot, stop_lines, straight_road_map
 from found_rl.bev.static_map import static_raster, value_raster
 from found_rl.bev.transform import box_corners, world_to_pixel_affine
-from found_rl.sim.snapshot import Polyline
+from found_rl.world import Polyline
+from tests.scenes import EAST_LANE_Y as LANE_Y
+from tests.scenes import GREEN, RED, YELLOW, four_lane_road
+from tests.scenes import four_lane_snapshot as snapshot
+from tests.scenes import standing_boxes as boxes
+from tests.scenes import stop_lines_at as stop_lines
 
 CONFIG = BevConfig()
 EGO_ROW, EGO_COL = 152, 96
@@ -41,7 +45,7 @@ def render(*snapshots, config: BevConfig = CONFIG) -> BevRenderer:
 
 
 def test_default_layout_is_roach():
-    renderer = BevRenderer(straight_road_map())
+    renderer = BevRenderer(four_lane_road())
     assert renderer.observation_shape == (15, 96, 96)
     assert list(CONFIG.vehicle_channels) == [3, 4, 5, 6]
     assert list(CONFIG.walker_channels) == [7, 8, 9, 10]
@@ -214,7 +218,7 @@ def test_many_crossing_walkers_fill_their_union():
 
 
 def test_empty_scene_renders_empty_dynamic_channels():
-    renderer = BevRenderer(straight_road_map())
+    renderer = BevRenderer(four_lane_road())
     bev = renderer.render(snapshot())
     assert bev.shape == (15, 96, 96) and bev.dtype == np.uint8 and bev.flags.c_contiguous
     assert not bev[3:].any()
@@ -247,7 +251,7 @@ def test_pooled_output_is_the_max_of_each_2x2_block():
 @pytest.mark.parametrize("pool", [1, 3, 4])
 def test_other_pool_sizes(pool):
     config = BevConfig(pool=pool)
-    renderer = BevRenderer(straight_road_map(), config)
+    renderer = BevRenderer(four_lane_road(), config)
     bev = renderer.render(snapshot(vehicles=boxes([(10.0, LANE_Y)])))
     assert bev.shape == (15, 192 // pool, 192 // pool)
     full = renderer.last_masks
@@ -257,7 +261,7 @@ def test_other_pool_sizes(pool):
 
 
 def test_render_returns_a_fresh_array_each_call():
-    renderer = BevRenderer(straight_road_map())
+    renderer = BevRenderer(four_lane_road())
     first = renderer.render(snapshot(vehicles=boxes([(10.0, LANE_Y)]), time_s=0.0))
     kept = first.copy()
     renderer.render(snapshot(time_s=0.1))
@@ -300,14 +304,14 @@ def test_rgb_tints_older_frames_towards_white():
 
 
 def test_map_change_switches_the_static_raster():
-    narrow = straight_road_map("test-other")
+    narrow = four_lane_road("test-other")
     narrow = type(narrow)(
         map_id="test-other",
         road_polygons=(np.array([[-200.0, 0.0], [200.0, 0.0], [200.0, 3.5], [-200.0, 3.5]]),),
         solid_markings=(),
         broken_markings=(),
     )
-    renderer = BevRenderer(straight_road_map())
+    renderer = BevRenderer(four_lane_road())
     renderer.render(snapshot())
     assert renderer.last_masks[0][EGO_ROW, 96 - 30] == 255
     renderer.render(snapshot(geometry=narrow, time_s=0.1))
@@ -318,7 +322,7 @@ def test_map_change_switches_the_static_raster():
 def test_huge_map_is_rasterised_at_capped_resolution():
     from found_rl.bev.static_map import rasterize_map
 
-    huge = type(straight_road_map())(
+    huge = type(four_lane_road())(
         map_id="test-huge",
         road_polygons=(np.array([[-1000.0, -7.0], [1000.0, -7.0], [1000.0, 1000.0], [-1000.0, 1000.0]]),),
         solid_markings=(),
@@ -343,7 +347,7 @@ def test_last_masks_is_read_only():
 
 def test_render_rgb_before_render_is_an_error():
     with pytest.raises(RuntimeError, match="render"):
-        BevRenderer(straight_road_map()).render_rgb()
+        BevRenderer(four_lane_road()).render_rgb()
 
 
 @pytest.mark.parametrize(
@@ -356,7 +360,7 @@ def test_bad_config_names_the_field(field, value):
 
 
 def test_route_index_can_be_given_by_the_caller():
-    renderer = BevRenderer(straight_road_map())
+    renderer = BevRenderer(four_lane_road())
     renderer.render(snapshot(), route_index=115)  # waypoint x = 15: the route starts 14 m ahead
     route = renderer.last_masks[1]
     assert route[EGO_ROW, EGO_COL] == 0 and route[152 - 5 * 10, EGO_COL] == 0
@@ -384,7 +388,7 @@ def test_time_going_backwards_starts_a_new_history():
 
 
 def test_broken_marking_wins_where_it_meets_a_solid_one():
-    crossing = type(straight_road_map())(
+    crossing = type(four_lane_road())(
         map_id="test-crossing-markings",
         road_polygons=(np.array([[-50.0, -7.0], [50.0, -7.0], [50.0, 7.0], [-50.0, 7.0]]),),
         solid_markings=(Polyline(np.array([[-50.0, 0.0], [50.0, 0.0]])),),

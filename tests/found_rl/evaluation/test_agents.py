@@ -14,7 +14,7 @@ from found_rl.evaluation import ResultsFile, evaluate, make_agent
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.scenario import parse_scenario
-from found_rl.testing import ScriptedBackend
+from tests.scenes import ScriptedBackend
 
 SCENARIO = parse_scenario(
     {"map": {"generate": {"type": "grid"}}, "routes": {"random_length_m": 100}, "episode": {"max_steps": 300}}

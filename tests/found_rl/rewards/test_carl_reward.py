@@ -8,9 +8,9 @@ import pytest
 from found_rl.events import Infraction, InfractionKind
 from found_rl.infractions import InfractionReport
 from found_rl.rewards import CarlConfig, Hazards, StepContext, carl_reward
-from found_rl.route_progress import RouteProgress
-from found_rl.sim.snapshot import MapGeometry
-from found_rl.testing import EAST_LANE_Y, snapshot, straight_road
+from found_rl.routes.progress import RouteProgress
+from found_rl.world import MapGeometry
+from tests.scenes import EAST_LANE_Y, snapshot, straight_road
 
 DELTA = 0.01  # route fraction gained in the step
 

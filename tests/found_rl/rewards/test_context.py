@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from found_rl.rewards import Hazards, reward_hazards
-from found_rl.testing import snapshot
+from tests.scenes import snapshot
 
 
 def test_nothing_ahead_gives_empty_hazards():

@@ -8,9 +8,9 @@ from found_rl.events import Infraction, InfractionKind
 from found_rl.hazards import ActorHazard, LightHazard
 from found_rl.infractions import InfractionReport
 from found_rl.rewards import Hazards, StepContext, reward_hazards, valeo_reward
-from found_rl.route_progress import RouteProgress
-from found_rl.sim.snapshot import LightState
-from found_rl.testing import EAST_LANE_Y, boxes, snapshot, stop_line
+from found_rl.routes.progress import RouteProgress
+from found_rl.world import LightState
+from tests.scenes import EAST_LANE_Y, boxes, snapshot, stop_line
 
 
 def context(

@@ -5,10 +5,10 @@ import pytest
 
 from found_rl.actions import RoadOption
 from found_rl.maps import build_network, read_network
-from found_rl.routes import RoutePlanner, RouteSpec
+from found_rl.routes import RoutePlanner, RouteSampling, RouteSpec
 from found_rl.routes.generate import generate_routes, signalised_turns
 from found_rl.scenario import parse_scenario
-from found_rl.sim.sumo.frames import SumoFrame
+from found_rl.world.frames import SumoFrame
 
 
 def planner_for(lanes: int) -> RoutePlanner:
@@ -182,7 +182,7 @@ def test_generation_needs_signalised_junctions():
 
 
 def test_planned_routes_announce_a_turn_before_the_junction(one_lane):
-    from found_rl.sim.snapshot import route_command
+    from found_rl.world import route_command
 
     connection = signalised_connection(one_lane, "l")
     start, end = connection.getFromLane().getID(), connection.getToLane().getID()
@@ -193,5 +193,5 @@ def test_planned_routes_announce_a_turn_before_the_junction(one_lane):
     assert route_command(route, first_turn - 15) == RoadOption.LEFT
     assert route_command(route, first_turn - 25) == RoadOption.LANEFOLLOW
     assert route_command(route, first_turn - 25, speed_mps=10.0) == RoadOption.LEFT
-    late = RoutePlanner(one_lane.net, one_lane.frame, command_lookahead_m=5.0, command_lookahead_s=0.0)
+    late = RoutePlanner(one_lane.net, one_lane.frame, RouteSampling(command_lookahead_m=5.0, command_lookahead_s=0.0))
     assert route_command(late.plan(spec), first_turn - 15, speed_mps=10.0) == RoadOption.LANEFOLLOW

@@ -14,7 +14,7 @@ from found_rl.scenario import load_scenario
 from found_rl.sim.backend import Backend
 from found_rl.sim.carla.backend import CarlaBackend
 from found_rl.sim.carla.errors import CarlaServerLost, CarlaSetupError
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.world import LightState, WorldSnapshot
 
 SCENARIO = DATA / "grid_town.yaml"
 
@@ -69,6 +69,13 @@ def test_routes_are_planned_with_carla_commands(carla, endpoint):
     area = drivable_area(backend.map)
     for route in (straight, turn):
         assert area.outside_distance_m(route.xy).max() == 0.0  # every waypoint is on the road
+
+
+def test_routes_announce_manoeuvres_as_far_ahead_as_the_scenario_says(carla, endpoint, tmp_path):
+    body = "backend: carla\nmap: {town: GridTown}\nroutes: {file: routes.xml, command_lookahead_m: 35, "
+    path = write_scenario(tmp_path, body + "command_lookahead_s: 1.5}\n")
+    route = make(carla, endpoint, load_scenario(path)).reset(seed=0, route_index=1).route
+    assert (route.command_lookahead_m, route.command_lookahead_s) == (35.0, 1.5)
 
 
 def test_drivingenv_runs_unchanged_on_carla(carla, endpoint):

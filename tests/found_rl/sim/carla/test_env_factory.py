@@ -10,7 +10,8 @@ from conftest import DATA
 from test_supervisor import alive, free_ports, make_carla_root
 
 from fast_sampler import InProcessExecutor
-from found_rl.sim.carla.env_factory import SupervisedCarlaEnv, carla_env_factories, visible_gpu
+from found_rl.sim.carla.supervised_backend import visible_gpu
+from found_rl.train.envs import SupervisedCarlaEnv, carla_env_factories
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ carla = pytest.importorskip("carla")
 
 import fake_carla  # noqa: E402
 
+from found_rl.routes.town_planner import TownRoutePlanner  # noqa: E402
 from found_rl.sim.carla.connection import SUPPORTED_SERVER_VERSIONS, CarlaEndpoint, connect  # noqa: E402
 from found_rl.sim.carla.errors import CarlaSetupError  # noqa: E402
-from found_rl.sim.carla.route_planner import TownRoutePlanner  # noqa: E402
 from found_rl.sim.carla.town_geometry import extract_town_geometry  # noqa: E402
 
 

@@ -5,8 +5,8 @@ import pytest
 
 from found_rl.sim.sumo import runtime
 from found_rl.sim.sumo.actors import ContextSubscription
-from found_rl.sim.sumo.frames import SumoFrame
 from found_rl.sim.sumo.traffic import WALKER_SIZE_M
+from found_rl.world.frames import SumoFrame
 
 ts = runtime.import_libsumo()
 FRAME = SumoFrame((12.5, 30.0))

@@ -12,7 +12,7 @@ from found_rl.infractions.geometry import drivable_area
 from found_rl.routes import RouteSpec, write_routes
 from found_rl.scenario import load_scenario, parse_scenario
 from found_rl.sim.backend import Backend, make_backend
-from found_rl.sim.snapshot import LightState, WorldSnapshot
+from found_rl.world import LightState, WorldSnapshot
 
 CRUISE = Controls(0.5, 0.0, 0.0)
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from found_rl.sim.snapshot import LightState
 from found_rl.sim.sumo.lights import link_state_tables, stop_line_segment
+from found_rl.world import LightState
 
 RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
 
@@ -39,8 +39,8 @@ def test_all_way_stop_junctions_give_red_stop_lines(tmp_path):
     import sumolib
 
     from found_rl.maps import read_network
-    from found_rl.sim.sumo.frames import SumoFrame
     from found_rl.sim.sumo.lights import stop_sign_lines
+    from found_rl.world.frames import SumoFrame
 
     net_path = tmp_path / "stops.net.xml"
     subprocess.run(

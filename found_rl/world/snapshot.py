@@ -13,12 +13,13 @@ by reference between snapshots. Fields may be added (with defaults); never renam
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
 
-from found_rl.actions import RoadOption
+from found_rl.world.map_geometry import MapGeometry
+from found_rl.world.route import Route
 
 STEP_S = 0.1
 """Seconds per snapshot: every backend steps synchronously at 10 Hz."""
@@ -31,100 +32,6 @@ class LightState(IntEnum):
     RED = 1
     YELLOW = 2
     GREEN = 3
-
-
-@dataclass(frozen=True)
-class Polyline:
-    """An open polyline in the world frame.
-
-    Attributes:
-        xy: ``(K, 2)`` float64 points, metres.
-    """
-
-    xy: np.ndarray
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One lane of the road network (static).
-
-    Attributes:
-        lane_id: backend lane id (SUMO ``edge_index``; CARLA ``road_section_lane``).
-        centerline: ``(K, 2)`` float64 centre points, metres, in driving direction.
-        width_m: lane width.
-        is_junction: True for internal/junction lanes.
-        successors: ids of lanes reachable from the end of this lane.
-        left_neighbor: id of the lane to the left in the same direction, if any.
-        right_neighbor: id of the lane to the right in the same direction, if any.
-    """
-
-    lane_id: str
-    centerline: np.ndarray
-    width_m: float
-    is_junction: bool = False
-    successors: tuple[str, ...] = ()
-    left_neighbor: str | None = None
-    right_neighbor: str | None = None
-
-
-@dataclass(frozen=True)
-class MapGeometry:
-    """Static map geometry, built once per map and cached by the renderer under ``map_id``.
-
-    Attributes:
-        map_id: content hash of the compiled network; a cache key.
-        road_polygons: drivable-area polygons, each ``(K, 2)`` float64.
-        solid_markings: solid lane markings (road borders, no-crossing lines).
-        broken_markings: broken lane markings between same-direction lanes.
-        sidewalk_polygons: walkable area polygons (for walker spawning and rendering).
-        crossing_polygons: pedestrian crossings on the road.
-        lanes: every drivable lane by id.
-        bounds: ``(min_x, min_y, max_x, max_y)`` of everything above, metres.
-    """
-
-    map_id: str
-    road_polygons: tuple[np.ndarray, ...]
-    solid_markings: tuple[Polyline, ...]
-    broken_markings: tuple[Polyline, ...]
-    sidewalk_polygons: tuple[np.ndarray, ...] = ()
-    crossing_polygons: tuple[np.ndarray, ...] = ()
-    lanes: dict[str, Lane] = field(default_factory=dict)
-    bounds: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-
-
-@dataclass(frozen=True)
-class Route:
-    """A dense route (about 1 m spacing) with a command per waypoint.
-
-    Attributes:
-        route_id: id from the route file, or ``"random-<n>"``.
-        xy: ``(R, 2)`` float64 waypoints, metres.
-        yaw_deg: ``(R,)`` float64 heading of the route at each waypoint.
-        commands: ``(R,)`` int8 :class:`RoadOption` value of each waypoint.
-        lane_ids: ``(R,)`` lane id of each waypoint (for route-deviation and lane checks).
-        length_m: total length.
-        command_lookahead_m: a manoeuvre is announced at least this far before it starts
-            (:func:`route_command`).
-        command_lookahead_s: ... or this many seconds of driving at the ego's speed, if farther.
-    """
-
-    route_id: str
-    xy: np.ndarray
-    yaw_deg: np.ndarray
-    commands: np.ndarray
-    lane_ids: tuple[str, ...]
-    length_m: float
-    command_lookahead_m: float = 20.0
-    command_lookahead_s: float = 3.0
-
-    @functools.cached_property
-    def _next_manoeuvre(self) -> tuple[list[int], list[int], float]:
-        """(command of each waypoint, index of the first non-LANEFOLLOW waypoint at or after it,
-        or R), as lists for scalar lookups every step; and the mean waypoint spacing."""
-        count = len(self.commands)
-        indices = np.where(self.commands != int(RoadOption.LANEFOLLOW), np.arange(count), count)
-        following = np.minimum.accumulate(indices[::-1])[::-1]
-        return self.commands.tolist(), following.tolist(), self.length_m / max(count - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -253,26 +160,3 @@ class WorldSnapshot:
     route: Route
     map: MapGeometry
     ego_collided_with: tuple[str, ...] = ()
-
-
-_ROAD_OPTIONS = {int(option): option for option in RoadOption}
-
-
-def route_command(route: Route, index: int, speed_mps: float = 0.0) -> RoadOption:
-    """The command announced to a driver at route waypoint ``index`` (clipped into range).
-
-    Inside a manoeuvre (a junction's LEFT/RIGHT/STRAIGHT, a lane change) it is that
-    manoeuvre's; before one it is announced ``max(command_lookahead_m, command_lookahead_s
-    × speed_mps)`` ahead of its first waypoint, as leaderboard agents get the command of the
-    next target point; elsewhere LANEFOLLOW. ``route.commands`` keeps each waypoint's own.
-    """
-    commands, following, spacing_m = route._next_manoeuvre
-    index = min(max(index, 0), len(commands) - 1)
-    upcoming = following[index]
-    if upcoming == len(commands):
-        return RoadOption.LANEFOLLOW
-    if upcoming != index:
-        horizon_m = max(route.command_lookahead_m, route.command_lookahead_s * speed_mps)
-        if (upcoming - index) * spacing_m > horizon_m:
-            return RoadOption.LANEFOLLOW
-    return _ROAD_OPTIONS[commands[upcoming]]

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from found_rl.actions import RoadOption
-from found_rl.route_progress import (
+from found_rl.routes.progress import (
     BACKWARD_WINDOW,
     FORWARD_WINDOW,
     OVERLAP_TOLERANCE_M,
     RouteTracker,
     wrap_angle_rad,
 )
-from found_rl.sim.snapshot import Route
-from found_rl.testing import EAST_LANE_Y, straight_route
+from found_rl.world import Route
+from tests.scenes import EAST_LANE_Y, straight_route
 
 
 def l_route() -> Route:

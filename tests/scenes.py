@@ -1,10 +1,16 @@
-"""Hand-built worlds for tests: a straight two-lane road, boxes and stop lines.
+"""Hand-built worlds for tests: straight roads, boxes, stop lines and a scripted backend.
 
-Infractions, rewards and renderers are checked on scenes whose right answer is known by hand;
-these builders make such scenes in a few lines without a simulator. Frame: CARLA's (x east,
-y south). The road runs east along x from ``-ROAD_MARGIN_M`` to ``length_m + ROAD_MARGIN_M``;
-lane ``"east"`` (centre y = +1.75, the right-hand lane for eastbound traffic) and lane
-``"west"`` (centre y = -1.75) are 3.5 m wide, so the road spans y in [-3.5, 3.5].
+Infractions, rewards, the expert, the env and the BEV renderer are checked on scenes whose
+right answer is known by hand; these builders make such scenes in a few lines without a
+simulator. Frame: CARLA's (x east, y south). Two roads:
+
+- the two-lane road (:func:`straight_road`, :func:`snapshot`, :class:`ScriptedBackend`) runs
+  east along x from ``-ROAD_MARGIN_M`` to ``length_m + ROAD_MARGIN_M``; lane ``"east"``
+  (centre y = +1.75, the right-hand lane for eastbound traffic) and lane ``"west"`` (centre
+  y = -1.75) are 3.5 m wide, so the road spans y in [-3.5, 3.5];
+- the four-lane road of the BEV tests (:func:`four_lane_road`, :func:`four_lane_snapshot`):
+  y in [-7, 7], x in [-200, 200]; solid edges at y = ±7, a solid centre line at y = 0, broken
+  lane lines at y = ±3.5. The ego's lane centre is again y = 1.75; its route runs along it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from found_rl.actions import Controls, RoadOption
-from found_rl.sim.snapshot import (
+from found_rl.sim.vehicle_dynamics import VehicleState, step_vehicle
+from found_rl.world import (
     STEP_S,
     ActorBoxes,
     EgoState,
@@ -26,7 +33,6 @@ from found_rl.sim.snapshot import (
     StopLines,
     WorldSnapshot,
 )
-from found_rl.sim.vehicle_dynamics import VehicleState, step_vehicle
 
 LANE_WIDTH_M = 3.5
 EAST_LANE_Y = 1.75
@@ -242,3 +248,94 @@ class ScriptedBackend:
             route=self._route,
             map=self._map,
         )
+
+
+# --- the four-lane road of the BEV tests -----------------------------------------------------
+RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
+
+
+def four_lane_road(map_id: str = "test-straight") -> MapGeometry:
+    """The 400 m straight four-lane road described in the module docstring."""
+
+    def line(y: float) -> Polyline:
+        return Polyline(np.array([[-200.0, y], [200.0, y]]))
+
+    return MapGeometry(
+        map_id=map_id,
+        road_polygons=(np.array([[-200.0, -7.0], [200.0, -7.0], [200.0, 7.0], [-200.0, 7.0]]),),
+        solid_markings=(line(-7.0), line(7.0), line(0.0)),
+        broken_markings=(line(-3.5), line(3.5)),
+        bounds=(-200.0, -7.0, 200.0, 7.0),
+    )
+
+
+def four_lane_route() -> Route:
+    """The eastbound route along the ego's lane, x from -100 to 150 m."""
+    xs = np.arange(-100.0, 151.0)
+    return Route(
+        route_id="east",
+        xy=np.stack([xs, np.full_like(xs, EAST_LANE_Y)], axis=1),
+        yaw_deg=np.zeros(len(xs)),
+        commands=np.full(len(xs), 4, np.int8),
+        lane_ids=("lane",) * len(xs),
+        length_m=float(len(xs) - 1),
+    )
+
+
+FOUR_LANE_MAP = four_lane_road()
+FOUR_LANE_ROUTE = four_lane_route()
+
+
+def standing_boxes(
+    xy: Sequence[tuple[float, float]],
+    yaw_deg: Sequence[float] | None = None,
+    half_extent: tuple[float, float] = (2.3, 1.0),
+    prefix: str = "a",
+) -> ActorBoxes:
+    """Standing boxes at ``xy`` (vehicle-sized by default), ids ``prefix0, prefix1, ...``."""
+    return boxes(xy, yaw_deg, half_extent, prefix=prefix)
+
+
+def stop_lines_at(
+    segments: Sequence[tuple[tuple[float, float], tuple[float, float]]], states: Sequence[int]
+) -> StopLines:
+    """Stop lines with the given :class:`LightState` codes and unknown phase timing."""
+    count = len(segments)
+    return StopLines(
+        ids=tuple(f"s{k}" for k in range(count)),
+        lane_ids=("lane",) * count,
+        segments=np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2),
+        states=np.asarray(states, dtype=np.int8),
+        remaining_s=np.full(count, np.inf),
+        phase_s=np.full(count, np.inf),
+    )
+
+
+def four_lane_snapshot(
+    ego_xy: tuple[float, float] = (0.0, EAST_LANE_Y),
+    ego_yaw_deg: float = 0.0,
+    vehicles: ActorBoxes | None = None,
+    walkers: ActorBoxes | None = None,
+    lights: StopLines | None = None,
+    signs: StopLines | None = None,
+    time_s: float = 0.0,
+    geometry: MapGeometry | None = None,
+    route: Route | None = None,
+) -> WorldSnapshot:
+    """A snapshot on the four-lane road (defaults: ego standing in its lane at x = 0, facing east)."""
+    return WorldSnapshot(
+        step=round(time_s * 10),
+        time_s=time_s,
+        ego=EgoState(
+            xy=np.asarray(ego_xy, dtype=np.float64),
+            yaw_deg=ego_yaw_deg,
+            velocity_xy=np.zeros(2),
+            half_extent=np.array([2.4, 1.0]),
+        ),
+        vehicles=vehicles if vehicles is not None else ActorBoxes.empty(),
+        walkers=walkers if walkers is not None else ActorBoxes.empty(),
+        traffic_lights=lights if lights is not None else StopLines.empty(),
+        stop_signs=signs if signs is not None else StopLines.empty(),
+        route=route if route is not None else FOUR_LANE_ROUTE,
+        map=geometry if geometry is not None else FOUR_LANE_MAP,
+    )

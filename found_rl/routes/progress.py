@@ -16,8 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from found_rl.jit import kernel
-from found_rl.route_cache import per_route
-from found_rl.sim.snapshot import Route
+from found_rl.routes.cache import per_route
+from found_rl.world import Route
 
 BACKWARD_WINDOW = 5
 """Segments searched behind the current one (the ego may roll back a little)."""

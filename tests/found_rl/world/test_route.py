@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from found_rl.actions import RoadOption
-from found_rl.sim.snapshot import Route, route_command
+from found_rl.world import Route, route_command
 
 FOLLOW, LEFT, CHANGE = int(RoadOption.LANEFOLLOW), int(RoadOption.LEFT), int(RoadOption.CHANGELANERIGHT)
 

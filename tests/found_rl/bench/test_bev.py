@@ -1,14 +1,24 @@
-"""The BEV micro-benchmark runs end to end (no timing assertions) and the map raster is cached."""
+"""``found-rl bench bev`` runs end to end (no timing assertions) on its synthetic scenes."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
 
-from found_rl.bev.benchmark import main, synthetic_scene, time_render
-from found_rl.bev.scenes import straight_road_map
-from found_rl.bev.static_map import static_raster
+from found_rl.bench import bev
+from found_rl.bench.bev import time_render
+from found_rl.bench.bev_scenes import synthetic_scene
+
+
+def main(argv: list[str]) -> int:
+    """``found-rl bench bev ARGV`` through the command's own parser."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", action="store_true")
+    bev.configure(parser)
+    args = parser.parse_args(argv)
+    return args.run(args)
 
 
 def test_benchmark_prints_one_json_object(capsys):
@@ -40,10 +50,3 @@ def test_synthetic_vehicles_do_not_overlap():
     distance = np.hypot(*(xy[:, None] - xy[None]).transpose(2, 0, 1))
     np.fill_diagonal(distance, np.inf)
     assert distance.min() >= 3.4  # lane slots: 6.5 m along a lane, 3.5 m across lanes
-
-
-def test_static_raster_is_built_once_per_map():
-    geometry = straight_road_map("test-cache")
-    first = static_raster(geometry, 5.0, 2, 32_000_000)
-    assert static_raster(geometry, 5.0, 2, 32_000_000) is first
-    assert static_raster(geometry, 2.5, 2, 32_000_000) is not first

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from found_rl.sim.sumo.frames import (
+from found_rl.world.frames import (
     SumoFrame,
     carla_yaw_to_sumo_angle,
     sumo_angle_to_carla_yaw,

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
-from found_rl.sim.snapshot import Route
+from found_rl.world import Route
 
 T = TypeVar("T")
 

@@ -7,8 +7,8 @@ import pytest
 
 from found_rl.actions import RoadOption
 from found_rl.routes.leaderboard import RouteSpec
-from found_rl.sim.carla.route_planner import TownRoutePlanner
-from found_rl.sim.snapshot import Lane, MapGeometry
+from found_rl.routes.town_planner import TownRoutePlanner
+from found_rl.world import Lane, MapGeometry
 
 
 def line(a, b, n: int = 21) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 import gc
 
-from found_rl.route_cache import per_route
-from found_rl.testing import straight_route
+from found_rl.routes.cache import per_route
+from tests.scenes import straight_route
 
 
 def test_builds_once_per_route_object_and_keeps_routes_apart():

@@ -1,49 +1,28 @@
-"""Dense routes (1 m spacing, with RoadOption commands) through a CARLA town's lane graph.
+"""Dense routes (1 m spacing, with RoadOption commands) through a town's lane graph.
 
-Works on :class:`~found_rl.sim.snapshot.MapGeometry` lanes alone (centrelines, successors,
-same-direction neighbours), so it needs no server: a leaderboard route's sparse waypoints are
-matched onto lanes, joined by shortest paths over successors and lane changes, and sampled
-evenly. Junction lanes carry LEFT/RIGHT/STRAIGHT by how much they turn, lane changes
-CHANGELANELEFT/RIGHT, the rest LANEFOLLOW, as CARLA's ``GlobalRoutePlanner`` labels them.
+Works on :class:`~found_rl.world.MapGeometry` lanes alone (centrelines, successors,
+same-direction neighbours), so a CARLA town needs no server to plan on: a leaderboard route's
+sparse waypoints are matched onto lanes, joined by shortest paths over successors and lane
+changes, and sampled evenly (``found_rl.routes.densifier``). Junction lanes carry
+LEFT/RIGHT/STRAIGHT by how much they turn, lane changes CHANGELANELEFT/RIGHT, the rest
+LANEFOLLOW, as CARLA's ``GlobalRoutePlanner`` labels them.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass
 
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
-from found_rl.sim.snapshot import Lane, MapGeometry, Route
+from found_rl.world import Lane, MapGeometry, Route
 
 TURN_DEG = 30.0
 """A junction lane whose heading changes more than this is a turn."""
 LANE_CHANGE_COST_M = 20.0
-
-
-@dataclass(frozen=True)
-class Span:
-    """The stretch ``[start_m, end_m]`` (arc length along the centreline) of one lane."""
-
-    lane_id: str
-    start_m: float
-    end_m: float
-    command: RoadOption
-
-
-def arc_length(points: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(points, axis=0), axis=1))])
-
-
-def _slice(points: np.ndarray, start_m: float, end_m: float) -> np.ndarray:
-    s = arc_length(points)
-    start_m, end_m = np.clip([start_m, end_m], 0.0, s[-1])
-    inner = points[(s > start_m) & (s < end_m)]
-    ends = [np.array([np.interp(v, s, points[:, 0]), np.interp(v, s, points[:, 1])]) for v in (start_m, end_m)]
-    return np.vstack([ends[0], inner, ends[1]])
 
 
 class TownRoutePlanner:
@@ -51,16 +30,19 @@ class TownRoutePlanner:
 
     Args:
         geometry: the town's map geometry.
-        spacing_m: distance between dense waypoints.
+        sampling: waypoint spacing and how early the planned routes announce a manoeuvre
+            (:func:`~found_rl.world.route_command`); default 1 m, 20 m or 3 s.
         max_waypoint_offset_m: a route waypoint farther than this from every driving lane is
             off the map.
     """
 
-    def __init__(self, geometry: MapGeometry, spacing_m: float = 1.0, max_waypoint_offset_m: float = 4.0) -> None:
+    def __init__(
+        self, geometry: MapGeometry, sampling: RouteSampling | None = None, max_waypoint_offset_m: float = 4.0
+    ) -> None:
         self.lanes: dict[str, Lane] = geometry.lanes
         if not self.lanes:
             raise ValueError("the town has no driving lanes")
-        self.spacing_m = spacing_m
+        self.sampling = sampling or RouteSampling()
         self.max_waypoint_offset_m = max_waypoint_offset_m
         self._length = {key: float(arc_length(lane.centerline)[-1]) for key, lane in self.lanes.items()}
         keys, starts, ends = [], [], []
@@ -202,20 +184,20 @@ class TownRoutePlanner:
             return RoadOption.LEFT
         return RoadOption.STRAIGHT
 
-    def _spans(self, path: list[tuple[str, bool]], start_m: float, end_m: float) -> list[Span]:
+    def _spans(self, path: list[tuple[str, bool]], start_m: float, end_m: float) -> list[LaneSpan]:
         """Spans along ``path`` from ``start_m`` on its first lane to ``end_m`` on its last.
 
         A lane change happens halfway along the lane it leaves; side-by-side lanes share arc
         positions, so the target lane is entered at the same position.
         """
-        spans: list[Span] = []
+        spans: list[LaneSpan] = []
         position = start_m
         for index, (lane, entered_by_change) in enumerate(path):
             is_last = index + 1 == len(path)
             stop = end_m if is_last else self._length[lane]
             if not is_last and path[index + 1][1]:
                 middle = 0.5 * (position + stop)
-                spans.append(Span(lane, position, middle, RoadOption.LANEFOLLOW))
+                spans.append(LaneSpan(lane, position, middle, RoadOption.LANEFOLLOW))
                 position = middle
                 continue
             if entered_by_change:
@@ -223,7 +205,7 @@ class TownRoutePlanner:
                 command = RoadOption.CHANGELANELEFT if left else RoadOption.CHANGELANERIGHT
             else:
                 command = self._turn_command(lane, path[index - 1][0] if index > 0 else None)
-            spans.append(Span(lane, position, max(stop, position), command))
+            spans.append(LaneSpan(lane, position, max(stop, position), command))
             position = 0.0
         return spans
 
@@ -265,29 +247,7 @@ class TownRoutePlanner:
             f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes"
         )
 
-    def densify(self, spans: list[Span], route_id: str) -> Route:
+    def densify(self, spans: list[LaneSpan], route_id: str) -> Route:
         """Sample spans every ``spacing_m`` metres into a :class:`Route`."""
-        pieces, labels = [], []
-        for index, span in enumerate(spans):
-            piece = _slice(self.lanes[span.lane_id].centerline, span.start_m, span.end_m)
-            pieces.append(piece)
-            labels.append(np.full(len(piece), index))
-        points, label = np.vstack(pieces), np.concatenate(labels)
-        keep = np.concatenate([[True], np.linalg.norm(np.diff(points, axis=0), axis=1) > 1e-6])
-        points, label = points[keep], label[keep]
-        s = arc_length(points)
-        if s[-1] < self.spacing_m:
-            raise ValueError(f"route {route_id!r}: shorter than {self.spacing_m} m")
-        samples = np.append(np.arange(0.0, s[-1], self.spacing_m), s[-1])
-        xy = np.stack([np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])], axis=1)
-        segment_end = np.clip(np.searchsorted(s, samples, side="right"), 1, len(points) - 1)
-        span_index = label[segment_end]
-        heading = np.gradient(xy, axis=0)
-        return Route(
-            route_id=route_id,
-            xy=xy,
-            yaw_deg=np.degrees(np.arctan2(heading[:, 1], heading[:, 0])),
-            commands=np.array([int(spans[i].command) for i in span_index], dtype=np.int8),
-            lane_ids=tuple(spans[i].lane_id for i in span_index),
-            length_m=float(s[-1]),
-        )
+        pieces = [slice_polyline(self.lanes[span.lane_id].centerline, span.start_m, span.end_m) for span in spans]
+        return self.sampling.densify(spans, pieces, route_id)
