@@ -23,7 +23,9 @@ def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
 
 
 @pytest.mark.parametrize(
-    "name", ["small_grid.yaml", "small_spider.yaml", "small_random.yaml", "heldout_town.yaml", "town_grid.yaml", "town_spider.yaml"]
+    "name",
+    ["small_grid.yaml", "small_spider.yaml", "small_random.yaml", "heldout_town.yaml", "town_grid.yaml",
+     "town_spider.yaml"],
 )
 def test_shipped_scenarios_are_valid(name):
     scenario = load_scenario(SCENARIOS / name)

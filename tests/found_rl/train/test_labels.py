@@ -172,7 +172,7 @@ def test_repeatable_mode_attaches_each_answer_exactly_lag_lock_steps_after_its_r
         assert not labelled[~clip0].any()
         seen.append(lock_step)
 
-    replay, link = run_loop(echo_server.url, capacity=400, lock_steps=30, lag_steps=lag, on_lockstep=check)
+    _, link = run_loop(echo_server.url, capacity=400, lock_steps=30, lag_steps=lag, on_lockstep=check)
     assert seen == list(range(1, 31))
     assert link.stats.attached == 30 - lag and link.stats.failed == 30 - lag
 
