@@ -193,11 +193,10 @@ def _serve_options(config) -> str:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     _check_data(args.data)
-    import numpy as np
     import torch
 
     from found_rl.clip.data import load_frames
-    from found_rl.clip.evaluate import evaluate, held_out_scope
+    from found_rl.clip.evaluate import RecordedPriors, evaluate, held_out_scope
     from vlm_server.backends.clip import OpenClipScorer
     from vlm_server.clip_checkpoint import read_checkpoint
 
@@ -226,13 +225,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"the checkpoint was trained on {scorer.image_hw[0]} px"
         )
     scored, scope = held_out_scope(frames, training, args.data)
-    recorded_prior = np.asarray(training["group_prior"]) if "group_prior" in training else None
     result = evaluate(
         scorer,
         frames,
         scored,
         scope,
-        recorded_prior=recorded_prior,
+        recorded=RecordedPriors.of(training),
         min_context_frames=args.min_context_frames,
         shuffle_seed=args.shuffle_seed,
         show_progress=not args.no_progress,
@@ -241,7 +239,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         json.dump(_json_report(result, checkpoint), sys.stdout, indent=2)
         print()
         return 0
-    _print_report(args.checkpoint, result)
+    _print_report(args.checkpoint, result, checkpoint.objective)
     return 0
 
 
@@ -254,11 +252,10 @@ def _json_report(result, checkpoint) -> dict:
     report["prior"] = None if result.prior is None else {"auc": result.prior.auc, "top1": result.prior.top1}
     if result.evidence is not None:
         report.update(result.evidence.to_json())
-    report["full_auc"] = result.full_auc
     return report
 
 
-def _print_report(checkpoint: Path, result) -> None:
+def _print_report(checkpoint: Path, result, checkpoint_objective: str) -> None:
     quality, prior = result.quality, result.prior
     print(f"{checkpoint}: {quality.frames} frames, {result.scope}")
     print(
@@ -271,6 +268,11 @@ def _print_report(checkpoint: Path, result) -> None:
               f"top-1 {prior.top1:.3f}")
     evidence = result.evidence
     if evidence is not None:
+        if checkpoint_objective == "logit-adjusted":
+            print(
+                "  the bonus scores the image's evidence beyond the prior (chance: 0.5); below, the model's "
+                f"p(a | image, context) = residual x prior: AUC {evidence.model_auc:.3f}"
+            )
         print(
             f"  lift over the prior: {evidence.auc_lift:+.3f}   images shuffled within contexts: "
             f"AUC {evidence.shuffled_auc:.3f}"
@@ -284,8 +286,7 @@ def _print_report(checkpoint: Path, result) -> None:
         if evidence.skipped_contexts:
             skipped = ", ".join(f"{name} ({count})" for name, count in evidence.skipped_contexts.items())
             print(f"    skipped, under {evidence.min_context_frames} frames: {skipped}")
-    if result.full_auc is not None:
-        print(f"  p(a | image, context) = served residual x prior: AUC {result.full_auc:.3f}")
+
     print("  per command (top-1, frames):")
     for command, top1 in quality.per_command_top1.items():
         print(f"    {command:<34} {top1:.3f}  {quality.per_command_frames[command]}")

@@ -44,15 +44,12 @@ class Evaluation:
         prior: the image-blind prior's, scored alike (None without training frames or a recorded prior).
         scope: "held-out episodes (N of M)" or "whole dataset".
         evidence: lift over the prior, per context, shuffle control (None without a prior).
-        full_auc: for a logit-adjusted checkpoint, the AUC of its p(a | image, context), i.e. the
-            served residual times the prior (what a contrastive checkpoint serves directly).
     """
 
     quality: RewardQuality
     prior: RewardQuality | None
     scope: str
     evidence: ImageEvidence | None = None
-    full_auc: float | None = None
 
 
 def scorer_probabilities(scorer, frames: ClipFrames, show_progress: bool = False) -> np.ndarray:
@@ -111,51 +108,81 @@ def held_out_scope(frames: ClipFrames, training: dict, data_dir: str | Path) -> 
     return mask, f"held-out episodes ({len(held_out)} of {len(np.unique(frames.episodes))}, {int(mask.sum())} frames)"
 
 
+@dataclass(frozen=True)
+class RecordedPriors:
+    """The priors a checkpoint recorded from its training frames (for data it was not trained on).
+
+    Attributes:
+        group: ``[24, 30]`` p(a | command, speed bin), the image-blind baseline.
+        context: ``[contexts, 30]`` p(a | context) of its own context definition.
+    """
+
+    group: np.ndarray
+    context: np.ndarray
+
+    @classmethod
+    def of(cls, training: dict) -> RecordedPriors | None:
+        if "group_prior" not in training or "context_prior" not in training:
+            return None
+        return cls(np.asarray(training["group_prior"]), np.asarray(training["context_prior"]))
+
+
+def model_distribution(scorer, served: np.ndarray, frames: ClipFrames, context_table: np.ndarray) -> np.ndarray:
+    """``[N, 30]`` the model's p(a | image, context) from what its scorer serves.
+
+    A contrastive checkpoint serves it directly. A logit-adjusted one serves the residual
+    ∝ p(a | image, context) / p(a | context), so the prior of the frame's context multiplies back in.
+    """
+    if getattr(scorer, "objective", "contrastive") != "logit-adjusted":
+        return served
+    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
+    joint = served * context_table[context.ids(frames.command_rows, frames.speed_bins)]
+    return joint / joint.sum(axis=1, keepdims=True)
+
+
 def evaluate(
     scorer,
     frames: ClipFrames,
     scored: np.ndarray,
     scope: str,
-    recorded_prior: np.ndarray | None = None,
+    recorded: RecordedPriors | None = None,
     min_context_frames: int = MIN_CONTEXT_FRAMES,
     shuffle_seed: int = 0,
     show_progress: bool = False,
 ) -> Evaluation:
     """Score ``frames[scored]`` with a loaded scorer, against the image-blind prior.
 
-    The prior p(a | command, speed) is fitted on the other frames (the checkpoint's training
-    episodes); when every frame is scored, ``recorded_prior`` (``[24, 30]``, the table the
-    checkpoint recorded) stands in, and without either there is no prior, lift or shuffle.
+    The priors are fitted on the other frames (the checkpoint's training episodes); when every
+    frame is scored, the ``recorded`` ones stand in, and without either there is no prior, lift
+    or shuffle. The lift, per-context AUCs and the shuffle control score the model's
+    p(a | image, context) (``model_distribution``), so a logit-adjusted checkpoint, which serves
+    only the image's evidence, is measured on the same footing as a contrastive one.
     """
     test = frames.subset(scored)
-    probs = scorer_probabilities(scorer, test, show_progress)
-    quality = reward_quality(probs, test.action_ids, test.command_rows)
+    served = scorer_probabilities(scorer, test, show_progress)
+    quality = reward_quality(served, test.action_ids, test.command_rows)
     train = frames.subset(~scored)
-    table = (
-        prior_table(train.groups, train.action_ids, ANCHOR_GROUPS) if len(train) else recorded_prior
-    )
-    if table is None:
+    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
+    if len(train):
+        group_table = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)
+        context_ids = context.ids(train.command_rows, train.speed_bins)
+        context_table = prior_table(context_ids, train.action_ids, context.size)
+    elif recorded is not None:
+        group_table, context_table = recorded.group, recorded.context
+    else:
         return Evaluation(quality, None, scope)
-    prior_probs = table[test.groups]
+    prior_probs = group_table[test.groups]
     prior = reward_quality(prior_probs, test.action_ids, test.command_rows)
     shuffled = test.with_inputs_of(shuffle_within_groups(test.groups, shuffle_seed))
-    shuffled_probs = scorer_probabilities(scorer, shuffled, show_progress)
+    shuffled_served = scorer_probabilities(scorer, shuffled, show_progress)
     evidence = image_evidence(
-        scored_bonuses(probs, test.action_ids),
+        scored_bonuses(model_distribution(scorer, served, test, context_table), test.action_ids),
         scored_bonuses(prior_probs, test.action_ids),
-        scored_bonuses(shuffled_probs, test.action_ids),
+        scored_bonuses(model_distribution(scorer, shuffled_served, test, context_table), test.action_ids),
         test.groups,
         min_context_frames,
     )
-    full_auc = None
-    if getattr(scorer, "objective", "contrastive") == "logit-adjusted" and len(train):
-        context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
-        context_prior = prior_table(
-            context.ids(train.command_rows, train.speed_bins), train.action_ids, context.size
-        )[context.ids(test.command_rows, test.speed_bins)]
-        full = probs * context_prior
-        full_auc = reward_quality(full / full.sum(axis=1, keepdims=True), test.action_ids, test.command_rows).auc
-    return Evaluation(quality, prior, scope, evidence, full_auc)
+    return Evaluation(quality, prior, scope, evidence)
 
 
 def caption_tokens(tokenizer) -> torch.Tensor:

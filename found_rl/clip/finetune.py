@@ -91,6 +91,8 @@ class FinetuneConfig:
     """what the image tower reads (vlm_server.clip_inputs.IMAGE_INPUTS)"""
     junction_share: float | None = None
     """draw junction frames to this share of each epoch (None: as collected)"""
+    text_bank_refresh_steps: int = 50
+    """logit-adjusted: re-encode all 720 anchors (no gradient) every this many steps (see _logit_adjusted_loss)"""
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -99,6 +101,8 @@ class FinetuneConfig:
         image_input_named(self.image_input, "--image-input")
         if self.junction_share is not None and not 0.0 < self.junction_share < 1.0:
             raise ValueError(f"--junction-share must be in (0, 1), got {self.junction_share}")
+        if self.text_bank_refresh_steps < 1:
+            raise ValueError(f"text_bank_refresh_steps must be >= 1, got {self.text_bank_refresh_steps}")
 
 
 @dataclass(frozen=True)
@@ -162,10 +166,12 @@ class Finetuner:
         self.model = self.clip.model.to(self.device)
         self.context = context_named(config.context, "--context")
         self.train_contexts = self.context.ids(train.command_rows, train.speed_bins)
-        context_prior = prior_table(self.train_contexts, train.action_ids, self.context.size)
+        self.context_prior = prior_table(self.train_contexts, train.action_ids, self.context.size)
+        context_prior = self.context_prior
         self.log_prior = torch.from_numpy(np.log(context_prior)).float().to(self.device)  # [contexts, 30]
         self.group_prior = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)  # [24, 30], validation
         self.junction = is_junction(train.command_rows)
+        self.text_bank: torch.Tensor | None = None  # [720, D] anchor features, see _logit_adjusted_loss
         if config.junction_share is not None:
             balanced_epoch_order(self.junction, config.junction_share, config.seed, 0)  # refuse bad data now
         self.tokens = caption_tokens(text_tokenizer(self.clip.model_cfg)).to(self.device)
@@ -197,6 +203,8 @@ class Finetuner:
         self.optimizer.load_state_dict(training["optimizer"])
         self.step = int(training["step"])
         self.history = list(training.get("history", []))
+        if training.get("text_bank") is not None:
+            self.text_bank = training["text_bank"].to(self.device)
 
     def run(self, show_progress: bool = True) -> dict[str, Any]:
         """Train to the end (or the time limit); returns the last validation and timing."""
@@ -296,17 +304,34 @@ class Finetuner:
     def _logit_adjusted_loss(
         self, batch: np.ndarray, image_features: torch.Tensor, logit_scale: torch.Tensor
     ) -> torch.Tensor:
-        """30-way logit-adjusted cross-entropy against the anchors of each frame's own group."""
+        """30-way logit-adjusted cross-entropy against the anchors of each frame's own group.
+
+        A frame's 30 anchors are the batch's own captions, encoded with gradient, and for the
+        other actions of its group features from a bank of all 720 (a memory bank, as MoCo's):
+        encoding every anchor of every group in the batch with gradient costs ~5x the image
+        tower on a CPU. The bank takes each step's fresh features and is re-encoded whole every
+        ``text_bank_refresh_steps``.
+        """
         frames = self.train_frames
+        if self.text_bank is None or self.step % self.config.text_bank_refresh_steps == 0:
+            self.text_bank = self._encode_all_anchors()
+        caption_ids = torch.from_numpy(frames.caption_ids[batch]).to(self.device)
+        distinct, _ = distinct_captions(caption_ids)
+        fresh = F.normalize(self.model.encode_text(self.tokens[distinct]).float(), dim=-1)
+        anchors = self.text_bank.index_put((distinct,), fresh)  # gradient through the fresh rows
+        self.text_bank = anchors.detach()
         groups = torch.from_numpy(frames.groups[batch]).to(self.device)
-        distinct, group_of_frame = torch.unique(groups, return_inverse=True)
-        tokens = self.tokens.view(ANCHOR_GROUPS, NUM_ACTIONS, -1)[distinct].flatten(0, 1)
-        text = F.normalize(self.model.encode_text(tokens).float(), dim=-1)
-        anchors = text.view(len(distinct), NUM_ACTIONS, -1)[group_of_frame]  # [B, 30, D]
-        residual = logit_scale * torch.einsum("bd,bkd->bk", image_features, anchors)
+        group_anchors = anchors.view(ANCHOR_GROUPS, NUM_ACTIONS, -1)[groups]  # [B, 30, D]
+        residual = logit_scale * torch.einsum("bd,bkd->bk", image_features, group_anchors)
         log_prior = self.log_prior[torch.from_numpy(self.train_contexts[batch]).to(self.device)]
         actions = torch.from_numpy(frames.action_ids[batch]).to(self.device)
         return logit_adjusted_loss(residual, log_prior, actions)
+
+    def _encode_all_anchors(self) -> torch.Tensor:
+        """``[720, D]`` L2-normalised features of every anchor, without gradient."""
+        with torch.no_grad():
+            chunks = [self.model.encode_text(self.tokens[i : i + 240]).float() for i in range(0, len(self.tokens), 240)]
+        return F.normalize(torch.cat(chunks), dim=-1)
 
     def validate(self) -> dict[str, float]:
         """AUC, top-1 and the AUC's lift over the prior on (up to ``val_max_frames``) held-out frames."""
@@ -345,6 +370,8 @@ class Finetuner:
                 "val_fraction": self.data.val_fraction,
                 "history": self.history,
                 "group_prior": self.group_prior.tolist(),
+                "context_prior": self.context_prior.tolist(),
+                "text_bank": None if self.text_bank is None else self.text_bank.detach().cpu(),
             },
         )
 

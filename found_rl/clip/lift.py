@@ -1,12 +1,13 @@
-"""Does the reward read the image? Its AUC against the caption prior's, per context, and shuffled.
+"""Does the reward model read the image? Its AUC against the caption prior's, per context, shuffled.
 
 The caption alone carries signal (the expert mostly accelerates when slow), so a score's AUC
 (``found_rl.clip.quality``) says little until it is set against the image-blind prior p(a | command,
-speed) scored the same way:
+speed) scored the same way. All of these score the model's p(a | image, context)
+(``found_rl.clip.evaluate.model_distribution``), whose AUC is ``model_auc``:
 
-- ``auc_lift = auc − prior_auc`` over all held-out frames, and per context (command × speed bin;
-  a context with fewer than ``min_context_frames`` frames is skipped and named, its AUC would be
-  noise);
+- ``auc_lift = model_auc − prior_auc`` over all held-out frames, and per context (command × speed
+  bin; a context with fewer than ``min_context_frames`` frames is skipped and named, its AUC would
+  be noise);
 - ``shuffled_auc``: the same scorer with each frame's image swapped for that of another held-out
   frame of the same context, so command, speed and action stay and only the image–action pairing
   is broken. A scorer that reads the image loses its lift under the shuffle; one that reads only
@@ -46,6 +47,7 @@ class ContextAuc:
 class ImageEvidence:
     """What the image adds beyond the caption prior (see the module docstring)."""
 
+    model_auc: float
     prior_auc: float
     auc_lift: float
     shuffled_auc: float
@@ -101,6 +103,7 @@ def image_evidence(
     model_auc, prior_auc = model.auc_of(everything), prior.auc_of(everything)
     per_context, skipped = per_context_auc(model, prior, groups, min_context_frames)
     return ImageEvidence(
+        model_auc=model_auc,
         prior_auc=prior_auc,
         auc_lift=model_auc - prior_auc,
         shuffled_auc=shuffled.auc_of(everything),

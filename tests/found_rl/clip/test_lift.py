@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from found_rl.clip.data import ClipFrames
-from found_rl.clip.evaluate import ANCHOR_GROUPS, evaluate
+from found_rl.clip.evaluate import ANCHOR_GROUPS, RecordedPriors, evaluate
 from found_rl.clip.lift import context_name, shuffle_within_groups
 from found_rl.clip.quality import prior_table
 from vlm_server.anchors import NEIGHBOUR_MASK, NUM_ACTIONS
@@ -78,9 +78,9 @@ def test_when_the_image_decides_the_lift_is_large_and_the_shuffle_removes_it():
     frames = image_world()
     result = evaluate(ImageReader(), frames, held_out(frames), "test")
     evidence = result.evidence
-    assert result.quality.auc > 0.95
+    assert result.quality.auc > 0.95 and evidence.model_auc == result.quality.auc  # contrastive: served = model
     assert evidence.prior_auc < 0.7  # uniform actions: the caption says little
-    assert evidence.auc_lift == pytest.approx(result.quality.auc - evidence.prior_auc)
+    assert evidence.auc_lift == pytest.approx(evidence.model_auc - evidence.prior_auc)
     assert evidence.auc_lift > 0.3
     # the lift is gone; what is left is that a shuffled image still names one of the context's
     # usual actions (a far action outside them never scores), about what the prior knows
@@ -121,8 +121,9 @@ def test_contexts_with_too_few_frames_are_skipped_and_named():
     assert sum(c.frames for c in evidence.per_context.values()) == int(held_out(frames).sum()) - 5
 
 
-def test_a_logit_adjusted_scorer_that_learned_nothing_beyond_the_prior():
-    """Its residual is flat, so the served AUC is one half; residual x prior is exactly the prior."""
+def test_a_logit_adjusted_scorer_is_measured_on_its_residual_times_the_prior():
+    """A residual that learned nothing is flat: the served AUC is one half, and the model's
+    p(a | image, context) = residual x prior is exactly the prior (no lift)."""
     frames = context_world()
 
     class FlatResidual:
@@ -133,7 +134,15 @@ def test_a_logit_adjusted_scorer_that_learned_nothing_beyond_the_prior():
 
     result = evaluate(FlatResidual(), frames, held_out(frames), "test")
     assert result.quality.auc == pytest.approx(0.5)
-    assert result.full_auc == pytest.approx(result.evidence.prior_auc, abs=1e-9)
+    assert result.evidence.model_auc == pytest.approx(result.evidence.prior_auc, abs=1e-9)
+    assert result.evidence.auc_lift == pytest.approx(0.0, abs=1e-9)
+
+    class ImageResidual(ImageReader):
+        objective, context = "logit-adjusted", "command-speed"
+
+    image = image_world()
+    evidence = evaluate(ImageResidual(), image, held_out(image), "test").evidence
+    assert evidence.auc_lift > 0.3 and evidence.shuffled_auc - evidence.prior_auc < 0.05
 
 
 def test_the_shuffle_stays_within_each_group_and_is_seeded():
@@ -149,7 +158,7 @@ def test_without_training_frames_the_recorded_prior_is_used():
     everything = np.ones(len(frames), dtype=bool)
     assert evaluate(ImageReader(), frames, everything, "whole").evidence is None
     table = np.full((ANCHOR_GROUPS, NUM_ACTIONS), 1.0 / NUM_ACTIONS)
-    result = evaluate(ImageReader(), frames, everything, "whole", recorded_prior=table)
+    result = evaluate(ImageReader(), frames, everything, "whole", recorded=RecordedPriors(table, table))
     assert result.evidence.prior_auc == pytest.approx(0.5)
 
 
