@@ -37,15 +37,14 @@ from vlm_server.anchors import anchor_captions
 from vlm_server.clip_inputs import (
     DEFAULT_CONTEXT,
     DEFAULT_IMAGE_INPUT,
+    OBJECTIVES,
     context_named,
     image_input_named,
-    widen_image_stem,
 )
 
 FORMAT = "found-rl-clip"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-OBJECTIVES = ("contrastive", "logit-adjusted")
 REQUIRED_FIELDS = (
     "model_name", "model_cfg", "image_size", "input_size", "mean", "std", "anchors_sha256", "state_dict"
 )
@@ -230,6 +229,41 @@ def load_model(checkpoint: ClipCheckpoint, path: str | Path) -> torch.nn.Module:
             f"CLIP checkpoint {path}: weights do not fit its {checkpoint.model_name} config ({'; '.join(problems)})"
         )
     return model.eval()
+
+
+def widen_image_stem(model: torch.nn.Module, frames: int) -> torch.nn.Module:
+    """Let an open_clip image tower take ``frames`` stacked RGB images (``3 * frames`` channels).
+
+    The first convolution (``visual.conv1`` in open_clip's ViT and ModifiedResNet) gets a kernel
+    per frame: o_t keeps the original weights (the last frame, as stacks are oldest first) and the
+    past frames start at zero, so a pretrained tower starts out exactly as the one-frame model.
+
+    Raises:
+        ValueError: the tower has no ``conv1`` taking 3 channels (names the tower's class).
+    """
+    if frames == 1:
+        return model
+    stem = getattr(model.visual, "conv1", None)
+    if not isinstance(stem, torch.nn.Conv2d) or stem.in_channels != 3:
+        raise ValueError(
+            f"image input with {frames} frames: the {type(model.visual).__name__} image tower has no 3-channel "
+            "conv1 to widen (use an open_clip ViT or ModifiedResNet)"
+        )
+    wide = torch.nn.Conv2d(
+        3 * frames,
+        stem.out_channels,
+        stem.kernel_size,
+        stem.stride,
+        stem.padding,
+        bias=stem.bias is not None,
+    )
+    with torch.no_grad():
+        wide.weight.zero_()
+        wide.weight[:, -3:] = stem.weight
+        if stem.bias is not None:
+            wide.bias.copy_(stem.bias)
+    model.visual.conv1 = wide
+    return model
 
 
 def text_tokenizer(model_cfg: dict[str, Any]) -> Any:

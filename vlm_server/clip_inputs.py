@@ -12,6 +12,8 @@ naming the two).
   the same episode at the ages of the policy's BEV history (1.5, 1.0 and 0.5 s before o_t), so the
   image tower sees the ego's own motion (one frame shows other actors' tinted history but not
   how the road moves under the ego).
+
+Plain data and numpy only (the CLI reads these names without importing torch).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from vlm_server.anchors import COMMAND_PHRASES, SPEED_PHRASES
 
@@ -55,6 +56,10 @@ CONTEXTS: dict[str, Context] = {
     "command": Context("command", "command only (6 groups)", False),
 }
 DEFAULT_CONTEXT = "command-speed"
+
+OBJECTIVES = ("logit-adjusted", "contrastive")
+"""How a checkpoint was trained: its softmax is the image's evidence beyond p(a | context)
+(``logit-adjusted``), or p(a | image, context) itself (``contrastive``, the earlier checkpoints)."""
 
 
 @dataclass(frozen=True)
@@ -108,38 +113,3 @@ def image_input_named(name: str, where: str) -> ImageInput:
     if name not in IMAGE_INPUTS:
         raise ValueError(f"{where}: image input {name!r} is not one of {sorted(IMAGE_INPUTS)}")
     return IMAGE_INPUTS[name]
-
-
-def widen_image_stem(model: torch.nn.Module, frames: int) -> torch.nn.Module:
-    """Let an open_clip image tower take ``frames`` stacked RGB images (``3 * frames`` channels).
-
-    The first convolution (``visual.conv1`` in open_clip's ViT and ModifiedResNet) gets a kernel
-    per frame: o_t keeps the original weights (the last frame, as stacks are oldest first) and the
-    past frames start at zero, so a pretrained tower starts out exactly as the one-frame model.
-
-    Raises:
-        ValueError: the tower has no ``conv1`` taking 3 channels (names the tower's class).
-    """
-    if frames == 1:
-        return model
-    stem = getattr(model.visual, "conv1", None)
-    if not isinstance(stem, torch.nn.Conv2d) or stem.in_channels != 3:
-        raise ValueError(
-            f"image input with {frames} frames: the {type(model.visual).__name__} image tower has no 3-channel "
-            "conv1 to widen (use an open_clip ViT or ModifiedResNet)"
-        )
-    wide = torch.nn.Conv2d(
-        3 * frames,
-        stem.out_channels,
-        stem.kernel_size,
-        stem.stride,
-        stem.padding,
-        bias=stem.bias is not None,
-    )
-    with torch.no_grad():
-        wide.weight.zero_()
-        wide.weight[:, -3:] = stem.weight
-        if stem.bias is not None:
-            wide.bias.copy_(stem.bias)
-    model.visual.conv1 = wide
-    return model

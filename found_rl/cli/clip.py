@@ -17,6 +17,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, IMAGE_INPUTS, OBJECTIVES
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,16 +40,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     finetune.add_argument("--warmup-steps", type=int_at_least(1), default=100)
     finetune.add_argument("--grad-clip", type=finite_float(0.0, inclusive=False), default=1.0)
     finetune.add_argument(
-        "--objective", choices=("logit-adjusted", "contrastive"), default="logit-adjusted",
+        "--objective", choices=OBJECTIVES, default="logit-adjusted",
         help="logit-adjusted: learn the image's evidence beyond p(a | context) (default); contrastive: "
         "the caption-aware InfoNCE of earlier checkpoints",
     )
     finetune.add_argument(
-        "--context", choices=("command-speed", "command"), default="command-speed",
+        "--context", choices=sorted(CONTEXTS), default=DEFAULT_CONTEXT,
         help="the prior's context for --objective logit-adjusted (default command-speed)",
     )
     finetune.add_argument(
-        "--image-input", choices=("rgb", "rgb-history"), default="rgb",
+        "--image-input", choices=sorted(IMAGE_INPUTS), default=DEFAULT_IMAGE_INPUT,
         help="rgb: the BEV of o_t; rgb-history: stacked with the BEVs 1.5, 1.0, 0.5 s before (default rgb)",
     )
     finetune.add_argument(
@@ -184,9 +185,9 @@ def run_finetune(args: argparse.Namespace) -> int:
 def _serve_options(config) -> str:
     """The ``--clip-option``s a server needs beyond the checkpoint (its defaults are command-speed, rgb)."""
     options = ""
-    if config.context != "command-speed":
+    if config.context != DEFAULT_CONTEXT:
         options += f" --clip-option context={config.context}"
-    if config.image_input != "rgb":
+    if config.image_input != DEFAULT_IMAGE_INPUT:
         options += f" --clip-option image_input={config.image_input}"
     return options
 

@@ -32,18 +32,19 @@ from found_rl.clip.model import ClipModel, create_clip_model
 from found_rl.clip.quality import prior_table, reward_quality
 from found_rl.clip.sampling import balanced_epoch_order, epoch_order, is_junction
 from vlm_server.anchors import NUM_ACTIONS
-from vlm_server.clip_checkpoint import (
+from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_inputs import (
+    DEFAULT_CONTEXT,
+    DEFAULT_IMAGE_INPUT,
     OBJECTIVES,
-    ClipCheckpoint,
-    anchors_sha256,
-    load_model,
-    read_checkpoint,
-    text_tokenizer,
+    context_named,
+    image_input_named,
 )
-from vlm_server.clip_inputs import DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, context_named, image_input_named
 from vlm_server.clip_preprocess import normalise
 
 MAX_LOGIT_SCALE = math.log(100.0)
+LEGACY_RUN_SETTINGS = {"objective": "contrastive", "context": DEFAULT_CONTEXT, "image_input": DEFAULT_IMAGE_INPUT}
+"""what a run saved before these settings existed was trained with (for --resume)"""
 
 # TensorBoard tags (renaming one is a breaking change; the x-axis is the optimiser step)
 TAG_LOSS = "losses/clip_loss"
@@ -188,7 +189,7 @@ class Finetuner:
         checkpoint = read_checkpoint(self.out)
         training = checkpoint.training
         mine = asdict(self.config)
-        theirs = training.get("config", {})
+        theirs = {**LEGACY_RUN_SETTINGS, **training.get("config", {})}
         for key in (
             "model_name", "image_size", "batch_size", "seed", "epochs", "objective", "context", "image_input",
             "junction_share",

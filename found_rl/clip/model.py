@@ -16,8 +16,15 @@ from typing import Any
 import torch
 
 from vlm_server.anchors import anchor_captions
-from vlm_server.clip_checkpoint import FORMAT, build_model, load_model, read_checkpoint, text_tokenizer
-from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named, widen_image_stem
+from vlm_server.clip_checkpoint import (
+    FORMAT,
+    build_model,
+    load_model,
+    read_checkpoint,
+    text_tokenizer,
+    widen_image_stem,
+)
+from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD
 
 _TEXT_TINY = {"context_length": 36, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 2}

@@ -9,8 +9,7 @@ import torch
 from tests.vlm_server.conftest import TINY_CLIP_CONFIG
 from vlm_server.backends.base import ClipItem
 from vlm_server.backends.clip import OpenClipScorer
-from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, build_model, read_checkpoint
-from vlm_server.clip_inputs import widen_image_stem
+from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, build_model, read_checkpoint, widen_image_stem
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, resize_area
 
 
