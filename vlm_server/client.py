@@ -62,14 +62,21 @@ def clip_payload(
     speed_mps: float,
     action: Sequence[float],
     image_format: ImageFormat = "raw",
+    history: Sequence[np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """Wire form of a ``/v1/clip/score`` item (executed ``action = (acc, steer)``), without its id."""
-    return {
+    """Wire form of a ``/v1/clip/score`` item (executed ``action = (acc, steer)``), without its id.
+
+    ``history``: past RGB BEVs, oldest first, for a model whose image input stacks them.
+    """
+    payload = {
         "image": encode_image(image, image_format),
         "command": int(command),
         "speed_mps": float(speed_mps),
         "action": [float(action[0]), float(action[1])],
     }
+    if history is not None:
+        payload["history"] = [encode_image(frame, image_format) for frame in history]
+    return payload
 
 
 class AsyncAdvisorClient:

@@ -3,18 +3,22 @@
 One ``torch.save`` file holds everything a server needs to score with the model exactly as it
 was trained (``found-rl clip finetune`` writes it, the ``openclip`` backend reads it)::
 
-    format          "found-rl-clip", format_version 1
+    format          "found-rl-clip", format_version 2 (1 is read: no context, image_input, objective)
     model_name      label of the architecture ("found-rl-vit-tiny", "ViT-B-16", ...)
     model_cfg       the open_clip model config (embed_dim, vision_cfg, text_cfg, ...)
     image_size      side of the model's input, px
     input_size      side of the RGB BEV it was trained from (what clients send), px
     mean, std       pixel normalisation
     anchors_sha256  hash of the 720 METHOD §3 captions it was trained on
+    context         the prior's context definition (``clip_inputs.CONTEXTS``)
+    image_input     what the image tower reads (``clip_inputs.IMAGE_INPUTS``)
+    objective       "contrastive" (softmax = p(a | image, context)) or "logit-adjusted"
+                    (softmax ∝ p(a | image, context) / p(a | context): the image's evidence)
     state_dict      the weights
     training        optional: optimiser, schedule, progress, split (resuming only)
 
-A checkpoint is refused, with the file named, when its architecture, image size or caption
-anchors differ from what the server is asked to serve.
+A checkpoint is refused, with the file named, when its architecture, image size, caption
+anchors, context definition or image input differ from what the server is asked to serve.
 """
 
 from __future__ import annotations
@@ -30,9 +34,17 @@ from typing import Any
 import torch
 
 from vlm_server.anchors import anchor_captions
+from vlm_server.clip_inputs import (
+    DEFAULT_CONTEXT,
+    DEFAULT_IMAGE_INPUT,
+    OBJECTIVES,
+    context_named,
+    image_input_named,
+)
 
 FORMAT = "found-rl-clip"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 REQUIRED_FIELDS = (
     "model_name", "model_cfg", "image_size", "input_size", "mean", "std", "anchors_sha256", "state_dict"
 )
@@ -57,6 +69,9 @@ class ClipCheckpoint:
     anchors_sha256: str
     state_dict: dict[str, torch.Tensor]
     training: dict[str, Any] = field(default_factory=dict)
+    context: str = DEFAULT_CONTEXT
+    image_input: str = DEFAULT_IMAGE_INPUT
+    objective: str = "contrastive"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +84,9 @@ class ClipCheckpoint:
             "mean": list(self.mean),
             "std": list(self.std),
             "anchors_sha256": self.anchors_sha256,
+            "context": self.context,
+            "image_input": self.image_input,
+            "objective": self.objective,
             "state_dict": self.state_dict,
             "training": self.training,
         }
@@ -96,13 +114,21 @@ def read_checkpoint(path: str | Path) -> ClipCheckpoint:
             f"CLIP checkpoint {path}: format is {found!r}, expected {FORMAT!r} "
             "(written by `found-rl clip finetune`; a plain open_clip weights file goes in pretrained=)"
         )
-    if data.get("format_version") != FORMAT_VERSION:
+    if data.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(
-            f"CLIP checkpoint {path}: format_version {data.get('format_version')!r}, this server reads {FORMAT_VERSION}"
+            f"CLIP checkpoint {path}: format_version {data.get('format_version')!r}, "
+            f"this server reads {list(READABLE_VERSIONS)}"
         )
     missing = [key for key in REQUIRED_FIELDS if key not in data]
     if missing:
         raise ValueError(f"CLIP checkpoint {path}: lacks {missing}")
+    context = str(data.get("context", DEFAULT_CONTEXT))
+    image_input = str(data.get("image_input", DEFAULT_IMAGE_INPUT))
+    objective = str(data.get("objective", "contrastive"))
+    context_named(context, f"CLIP checkpoint {path}")
+    image_input_named(image_input, f"CLIP checkpoint {path}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"CLIP checkpoint {path}: objective {objective!r} is not one of {list(OBJECTIVES)}")
     return ClipCheckpoint(
         model_name=str(data["model_name"]),
         model_cfg=dict(data["model_cfg"]),
@@ -113,19 +139,29 @@ def read_checkpoint(path: str | Path) -> ClipCheckpoint:
         anchors_sha256=str(data["anchors_sha256"]),
         state_dict=dict(data["state_dict"]),
         training=dict(data.get("training") or {}),
+        context=context,
+        image_input=image_input,
+        objective=objective,
     )
 
 
 def check_compatible(
-    checkpoint: ClipCheckpoint, path: str | Path, model_name: str | None, image_size: int | None
+    checkpoint: ClipCheckpoint,
+    path: str | Path,
+    model_name: str | None,
+    image_size: int | None,
+    context: str = DEFAULT_CONTEXT,
+    image_input: str = DEFAULT_IMAGE_INPUT,
 ) -> None:
-    """Refuse a checkpoint that is not the model, image size or anchor set the server expects.
+    """Refuse a checkpoint that is not the model, image size, anchor set, context or input expected.
 
     Args:
         checkpoint: the loaded checkpoint.
         path: its file (named in errors).
         model_name: the architecture the server was told to serve, or None for "whatever it holds".
         image_size: the side of the images clients will send, or None for the checkpoint's own.
+        context: the context definition the server is configured for.
+        image_input: the image input the server is configured for (what its clients send).
     """
     if model_name is not None and model_name != checkpoint.model_name:
         raise ValueError(
@@ -142,6 +178,18 @@ def check_compatible(
             f"CLIP checkpoint {path} was trained on another caption anchor set "
             f"(sha256 {checkpoint.anchors_sha256[:12]}…, this server's 720 METHOD §3 anchors are "
             f"{anchors_sha256()[:12]}…): fine-tune it again on data captioned by this version"
+        )
+    if checkpoint.context != context:
+        raise ValueError(
+            f"CLIP checkpoint {path} was trained with context {checkpoint.context!r} "
+            f"({context_named(checkpoint.context, str(path)).description}), the server is configured for "
+            f"context={context!r} ({context_named(context, 'context').description})"
+        )
+    if checkpoint.image_input != image_input:
+        raise ValueError(
+            f"CLIP checkpoint {path} was trained on image input "
+            f"{image_input_named(checkpoint.image_input, str(path)).describe()}, the server is configured for "
+            f"image_input={image_input_named(image_input, 'image_input').describe()}"
         )
 
 
@@ -164,6 +212,7 @@ def load_model(checkpoint: ClipCheckpoint, path: str | Path) -> torch.nn.Module:
         ValueError: the weights do not fit the architecture (names the file and the first keys).
     """
     model = build_model(checkpoint.model_cfg)
+    model = widen_image_stem(model, image_input_named(checkpoint.image_input, f"CLIP checkpoint {path}").frames)
     try:
         result = model.load_state_dict(checkpoint.state_dict, strict=False)
     except RuntimeError as exc:  # a tensor of another shape
@@ -180,6 +229,41 @@ def load_model(checkpoint: ClipCheckpoint, path: str | Path) -> torch.nn.Module:
             f"CLIP checkpoint {path}: weights do not fit its {checkpoint.model_name} config ({'; '.join(problems)})"
         )
     return model.eval()
+
+
+def widen_image_stem(model: torch.nn.Module, frames: int) -> torch.nn.Module:
+    """Let an open_clip image tower take ``frames`` stacked RGB images (``3 * frames`` channels).
+
+    The first convolution (``visual.conv1`` in open_clip's ViT and ModifiedResNet) gets a kernel
+    per frame: o_t keeps the original weights (the last frame, as stacks are oldest first) and the
+    past frames start at zero, so a pretrained tower starts out exactly as the one-frame model.
+
+    Raises:
+        ValueError: the tower has no ``conv1`` taking 3 channels (names the tower's class).
+    """
+    if frames == 1:
+        return model
+    stem = getattr(model.visual, "conv1", None)
+    if not isinstance(stem, torch.nn.Conv2d) or stem.in_channels != 3:
+        raise ValueError(
+            f"image input with {frames} frames: the {type(model.visual).__name__} image tower has no 3-channel "
+            "conv1 to widen (use an open_clip ViT or ModifiedResNet)"
+        )
+    wide = torch.nn.Conv2d(
+        3 * frames,
+        stem.out_channels,
+        stem.kernel_size,
+        stem.stride,
+        stem.padding,
+        bias=stem.bias is not None,
+    )
+    with torch.no_grad():
+        wide.weight.zero_()
+        wide.weight[:, -3:] = stem.weight
+        if stem.bias is not None:
+            wide.bias.copy_(stem.bias)
+    model.visual.conv1 = wide
+    return model
 
 
 def text_tokenizer(model_cfg: dict[str, Any]) -> Any:

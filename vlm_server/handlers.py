@@ -110,6 +110,7 @@ async def _serve(
     context = {
         "max_side": config.max_image_side,
         "image_hw": service.image_hw,
+        "history_frames": service.history_frames,
         "budget": DecodeBudget(config.max_decoded_image_bytes),
     }
     parse = functools.partial(_parse_items, raw, config, item_model, batch_model, context)

@@ -2,8 +2,9 @@
 
 A body is one item object or ``{"items": [...]}``. Validation context keys:
 ``max_side`` (largest image side, px), ``image_hw`` (the backend's required ``(H, W)`` or
-None) and ``budget`` (the request's ``DecodeBudget``, or None). Errors carry the location of
-the bad field, e.g. ``items[3].image.shape``.
+None), ``history_frames`` (past frames a CLIP item must send, or None) and ``budget`` (the
+request's ``DecodeBudget``, or None). Errors carry the location of the bad field, e.g.
+``items[3].image.shape``.
 """
 
 from __future__ import annotations
@@ -106,14 +107,32 @@ class AdviseItemBody(_ItemBase):
 
 
 class ClipItemBody(_ItemBase):
-    """One ``/v1/clip/score`` item; ``action`` is the executed ``(acc, steer)``."""
+    """One ``/v1/clip/score`` item; ``action`` is the executed ``(acc, steer)``.
+
+    ``history`` holds past RGB BEVs of the same episode, oldest first, for a model whose image
+    input stacks them (``vlm_server.clip_inputs``); a backend that says how many it reads
+    (``history_frames``) refuses any other count.
+    """
 
     image: ImagePayload
     action: tuple[UnitFloat, UnitFloat]
+    history: list[ImagePayload] | None = Field(default=None, max_length=8)
+
+    @model_validator(mode="after")
+    def _check_history(self, info: ValidationInfo) -> ClipItemBody:
+        expected = (info.context or {}).get("history_frames")
+        sent = len(self.history or [])
+        if expected is not None and sent != expected:
+            raise ValueError(
+                f"history: this backend's model reads {expected} past BEV frame(s) besides the image "
+                f"(oldest first), got {sent}"
+            )
+        return self
 
     def to_item(self) -> ClipItem:
+        history = tuple(frame.array for frame in self.history or ())
         return ClipItem(
-            self.id, self.image.array, self.command, self.speed_mps, self.action
+            self.id, self.image.array, self.command, self.speed_mps, self.action, history
         )
 
 

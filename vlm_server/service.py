@@ -55,6 +55,12 @@ class BackendService:
         hw = getattr(self.backend, "image_hw", None)
         return None if hw is None else (int(hw[0]), int(hw[1]))
 
+    @property
+    def history_frames(self) -> int | None:
+        """Past frames a CLIP item must send (``history``), or None when the backend does not say."""
+        frames = getattr(self.backend, "history_frames", None)
+        return None if frames is None else int(frames)
+
     async def start(self) -> None:
         """Start the batcher and begin loading the model in the background (``/readyz`` waits)."""
         self.batcher.start()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, IMAGE_INPUTS, OBJECTIVES
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +40,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     finetune.add_argument("--warmup-steps", type=int_at_least(1), default=100)
     finetune.add_argument("--grad-clip", type=finite_float(0.0, inclusive=False), default=1.0)
     finetune.add_argument(
+        "--objective", choices=OBJECTIVES, default="logit-adjusted",
+        help="logit-adjusted: learn the image's evidence beyond p(a | context) (default); contrastive: "
+        "the caption-aware InfoNCE of earlier checkpoints",
+    )
+    finetune.add_argument(
+        "--context", choices=sorted(CONTEXTS), default=DEFAULT_CONTEXT,
+        help="the prior's context for --objective logit-adjusted (default command-speed)",
+    )
+    finetune.add_argument(
+        "--image-input", choices=sorted(IMAGE_INPUTS), default=DEFAULT_IMAGE_INPUT,
+        help="rgb: the BEV of o_t; rgb-history: stacked with the BEVs 1.5, 1.0, 0.5 s before (default rgb)",
+    )
+    finetune.add_argument(
+        "--junction-share", type=finite_float(0.0, inclusive=False, maximum=0.95),
+        help="draw junction frames to this share of each epoch (default: as collected, ~0.11)",
+    )
+    finetune.add_argument(
         "--val-fraction", type=finite_float(0.0, inclusive=False, maximum=0.9), default=0.1,
         help="share of episodes held out (default 0.1)",
     )
@@ -59,6 +77,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--max-frames", type=int_at_least(1), help="read only the first N frames")
     evaluate.add_argument("--device", default="cpu")
     evaluate.add_argument("--threads", type=int_at_least(1))
+    evaluate.add_argument(
+        "--min-context-frames", type=int_at_least(1), default=30,
+        help="contexts (command x speed bin) with fewer held-out frames are skipped, and named (default 30)",
+    )
+    evaluate.add_argument("--shuffle-seed", type=SEED, default=0, help="seed of the within-context image shuffle")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object (auc, top1, ...)")
     evaluate.add_argument("--no-progress", action="store_true")
     evaluate.set_defaults(run=run_evaluate)
@@ -119,9 +142,16 @@ def run_finetune(args: argparse.Namespace) -> int:
         max_minutes=args.max_minutes,
         checkpoint_every_steps=args.checkpoint_every,
         device=str(device),
+        objective=args.objective,
+        context=args.context,
+        image_input=args.image_input,
+        junction_share=args.junction_share,
     )
-    create_clip_model(args.model, args.pretrained, image_size)  # fail on a bad model before reading the data
-    frames = load_frames(args.data, image_size, args.max_frames, show_progress=not args.no_progress)
+    # fail on a bad model before reading the data
+    create_clip_model(args.model, args.pretrained, image_size, args.image_input)
+    frames = load_frames(
+        args.data, image_size, args.max_frames, show_progress=not args.no_progress, image_input=args.image_input
+    )
     split = split_by_episode(frames.episodes, args.val_fraction, args.seed, str(args.data))
     held_out = split.held_out_mask(frames.episodes)
     data = DataInfo(
@@ -142,13 +172,24 @@ def run_finetune(args: argparse.Namespace) -> int:
     status = " (stopped at --max-minutes)" if result["stopped_early"] else ""
     print(
         f"{result['steps']}/{result['total_steps']} steps in {result['wall_s'] / 60:.1f} min{status}; held-out "
-        f"(up to {config.val_max_frames} frames): AUC {validation.get('auc', float('nan')):.3f}, "
+        f"(up to {config.val_max_frames} frames): AUC {validation.get('auc', float('nan')):.3f} "
+        f"(lift over the prior {validation.get('auc_lift', float('nan')):+.3f}), "
         f"top-1 {validation.get('top1', float('nan')):.3f}"
     )
     print(f"checkpoint: {args.out}  (TensorBoard: {logdir})")
     print(f"full evaluation: found-rl clip evaluate --data {args.data} --checkpoint {args.out}")
-    print(f"serve it: found-rl serve --clip openclip --clip-option checkpoint={args.out}")
+    print(f"serve it: found-rl serve --clip openclip --clip-option checkpoint={args.out}{_serve_options(config)}")
     return 0
+
+
+def _serve_options(config) -> str:
+    """The ``--clip-option``s a server needs beyond the checkpoint (its defaults are command-speed, rgb)."""
+    options = ""
+    if config.context != DEFAULT_CONTEXT:
+        options += f" --clip-option context={config.context}"
+    if config.image_input != DEFAULT_IMAGE_INPUT:
+        options += f" --clip-option image_input={config.image_input}"
+    return options
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -156,37 +197,66 @@ def run_evaluate(args: argparse.Namespace) -> int:
     import torch
 
     from found_rl.clip.data import load_frames
-    from found_rl.clip.evaluate import evaluate, held_out_scope
+    from found_rl.clip.evaluate import RecordedPriors, evaluate, held_out_scope
     from vlm_server.backends.clip import OpenClipScorer
+    from vlm_server.clip_checkpoint import read_checkpoint
 
     device = _device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    scorer = OpenClipScorer(checkpoint=str(args.checkpoint), device=str(device))
+    checkpoint = read_checkpoint(args.checkpoint)
+    scorer = OpenClipScorer(
+        checkpoint=str(args.checkpoint),
+        device=str(device),
+        context=checkpoint.context,
+        image_input=checkpoint.image_input,
+    )
     scorer.load()
-    from vlm_server.clip_checkpoint import read_checkpoint
-
-    training = read_checkpoint(args.checkpoint).training
-    frames = load_frames(args.data, scorer.model_side, args.max_frames, show_progress=not args.no_progress)
+    training = checkpoint.training
+    frames = load_frames(
+        args.data,
+        scorer.model_side,
+        args.max_frames,
+        show_progress=not args.no_progress,
+        image_input=checkpoint.image_input,
+    )
     if frames.input_size != scorer.image_hw[0]:
         raise ValueError(
             f"--data {args.data}: BEVs are {frames.input_size} px, "
             f"the checkpoint was trained on {scorer.image_hw[0]} px"
         )
     scored, scope = held_out_scope(frames, training, args.data)
-    result = evaluate(scorer, frames, scored, scope, show_progress=not args.no_progress)
+    result = evaluate(
+        scorer,
+        frames,
+        scored,
+        scope,
+        recorded=RecordedPriors.of(training),
+        min_context_frames=args.min_context_frames,
+        shuffle_seed=args.shuffle_seed,
+        show_progress=not args.no_progress,
+    )
     if args.json:
-        report = result.quality.to_json()
-        report["scope"] = scope
-        report["prior"] = None if result.prior is None else {"auc": result.prior.auc, "top1": result.prior.top1}
-        json.dump(report, sys.stdout, indent=2)
+        json.dump(_json_report(result, checkpoint), sys.stdout, indent=2)
         print()
         return 0
-    _print_report(args.checkpoint, result)
+    _print_report(args.checkpoint, result, checkpoint.objective)
     return 0
 
 
-def _print_report(checkpoint: Path, result) -> None:
+def _json_report(result, checkpoint) -> dict:
+    report = result.quality.to_json()
+    report["scope"] = result.scope
+    report["objective"] = checkpoint.objective
+    report["context"] = checkpoint.context
+    report["image_input"] = checkpoint.image_input
+    report["prior"] = None if result.prior is None else {"auc": result.prior.auc, "top1": result.prior.top1}
+    if result.evidence is not None:
+        report.update(result.evidence.to_json())
+    return report
+
+
+def _print_report(checkpoint: Path, result, checkpoint_objective: str) -> None:
     quality, prior = result.quality, result.prior
     print(f"{checkpoint}: {quality.frames} frames, {result.scope}")
     print(
@@ -197,6 +267,27 @@ def _print_report(checkpoint: Path, result) -> None:
     if prior is not None:
         print(f"  image-blind prior (training action frequencies per command and speed): AUC {prior.auc:.3f}, "
               f"top-1 {prior.top1:.3f}")
+    evidence = result.evidence
+    if evidence is not None:
+        if checkpoint_objective == "logit-adjusted":
+            print(
+                "  the bonus scores the image's evidence beyond the prior (chance: 0.5); below, the model's "
+                f"p(a | image, context) = residual x prior: AUC {evidence.model_auc:.3f}"
+            )
+        print(
+            f"  lift over the prior: {evidence.auc_lift:+.3f}   images shuffled within contexts: "
+            f"AUC {evidence.shuffled_auc:.3f}"
+        )
+        print("  per context (frames, AUC, prior AUC, lift):")
+        for name, context in evidence.per_context.items():
+            print(
+                f"    {name:<48} {context.frames:>6}  {context.auc:.3f}  {context.prior_auc:.3f}  "
+                f"{context.auc_lift:+.3f}"
+            )
+        if evidence.skipped_contexts:
+            skipped = ", ".join(f"{name} ({count})" for name, count in evidence.skipped_contexts.items())
+            print(f"    skipped, under {evidence.min_context_frames} frames: {skipped}")
+
     print("  per command (top-1, frames):")
     for command, top1 in quality.per_command_top1.items():
         print(f"    {command:<34} {top1:.3f}  {quality.per_command_frames[command]}")

@@ -9,7 +9,9 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,6 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--noise", type=PROBABILITY, dest="perturb_chance", action=DeprecatedAlias, help=argparse.SUPPRESS
     )
     collect.add_argument("--seed", type=SEED, default=0)
+    collect.add_argument(
+        "--workers", type=int_at_least(1), default=None,
+        help="expert processes, each with its own simulator; one writer (default: the CPU cores, at most 8; "
+        "1 collects in this process). The dataset depends on --seed and --workers",
+    )
     collect.add_argument("--samples-per-shard", type=int_at_least(1), default=1000)
     collect.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     collect.set_defaults(run=run_collect)
@@ -97,18 +104,34 @@ def _check_route_index(route: int | None, scenario: Scenario, scenario_path: Pat
         )
 
 
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    """One expert process per CPU core this process may use, at most ``MAX_DEFAULT_WORKERS``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_WORKERS))
+
+
 def run_collect(args: argparse.Namespace) -> int:
     if args.steps < 1:
         raise ValueError(f"--steps must be >= 1, got {args.steps}")
+    import functools
+
     import gymnasium as gym
 
     from found_rl import DRIVING_ENV_ID
     from found_rl.dataset.collect import PerturbationConfig, collect
+    from found_rl.dataset.parallel import collect_parallel
     from found_rl.dataset.shards import ShardWriter
     from found_rl.world import STEP_S
 
     perturbation = PerturbationConfig(chance_per_step=args.perturb_chance)
     check_output_dir(args.out, "--out")
+    workers = args.workers or default_workers()
     scenario = _scenario(args.scenario, args.routes)
     settings = {
         "scenario": str(args.scenario.resolve()),
@@ -117,17 +140,28 @@ def run_collect(args: argparse.Namespace) -> int:
         "perturb_chance": perturbation.chance_per_step,
         "perturb_duration_steps": perturbation.duration_steps,
         "seed": args.seed,
+        "workers": workers,
     }
     writer = ShardWriter(args.out, samples_per_shard=args.samples_per_shard, settings=settings)
-    env = gym.make(DRIVING_ENV_ID, scenario=scenario, observation="bev", render_mode="rgb_array")
-    try:
-        with writer:
-            counts = collect(env, writer, args.steps, perturbation, args.seed, show_progress=not args.no_progress)
-    finally:
-        env.close()
+    make_env = functools.partial(
+        gym.make, DRIVING_ENV_ID, scenario=scenario, observation="bev", render_mode="rgb_array"
+    )
+    started = time.perf_counter()
+    with writer:
+        if workers == 1:
+            env = make_env()
+            try:
+                counts = collect(env, writer, args.steps, perturbation, args.seed, show_progress=not args.no_progress)
+            finally:
+                env.close()
+        else:
+            counts = collect_parallel(
+                make_env, writer, args.steps, perturbation, args.seed, workers, show_progress=not args.no_progress
+            )
+    wall_s = time.perf_counter() - started
     print(
         f"wrote {counts['samples']} samples from {counts['episodes']} episodes in {len(writer.shards)} shards "
-        f"to {args.out}"
+        f"to {args.out} ({counts['samples'] / wall_s:.1f} samples/s with {workers} worker(s), start-up included)"
     )
     if perturbation.chance_per_step > 0:
         print(

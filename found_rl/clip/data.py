@@ -18,31 +18,50 @@ import cv2
 import numpy as np
 
 from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
+from found_rl.sim.snapshot import STEP_S
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
+from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import resize_area
 
 CAPTION_IDS: dict[str, int] = {caption: index for index, caption in enumerate(anchor_captions())}
 RESIZE_CHUNK = 512
+CACHE_VERSION = 2  # 2: episode steps cached too
 
 
 @dataclass(frozen=True)
 class ClipFrames:
     """Frames of an expert dataset.
 
+    Images live once in ``pool``; each frame names the pool rows of what its image tower reads
+    (``stack_rows``: one row, or the frames at the image input's ages, oldest first), so a
+    subset, a shuffle of images among frames and the history stacks all share one array.
+
     Attributes:
-        images: ``[N, S, S, 3]`` uint8 RGB BEV, area-resized to the model's side S.
+        pool: ``[P, S, S, 3]`` uint8 RGB BEV, area-resized to the model's side S.
+        stack_rows: ``[N, T]`` pool rows of each frame's input (T frames; the last is o_t).
         caption_ids: ``[N]`` int64 index into ``anchor_captions()`` (the expert action's caption).
         episodes: ``[N]`` int64 episode index of each frame (the unit of the held-out split).
         input_size: side of the BEV images in the shards (what a client sends the server), px.
     """
 
-    images: np.ndarray
+    pool: np.ndarray
+    stack_rows: np.ndarray
     caption_ids: np.ndarray
     episodes: np.ndarray
     input_size: int
 
     def __len__(self) -> int:
         return len(self.caption_ids)
+
+    @property
+    def images(self) -> np.ndarray:
+        """``[N, S, S, 3]`` the RGB BEV of each frame's o_t."""
+        return self.pool[self.stack_rows[:, -1]]
+
+    def inputs(self, index: np.ndarray | slice) -> np.ndarray:
+        """What the image tower reads for ``frames[index]``: ``[B, S, S, 3]``, or ``[B, T, S, S, 3]`` stacks."""
+        rows = self.stack_rows[index]
+        return self.pool[rows[:, 0]] if rows.shape[1] == 1 else self.pool[rows]
 
     @property
     def groups(self) -> np.ndarray:
@@ -54,12 +73,41 @@ class ClipFrames:
         return self.caption_ids // (NUM_ACTIONS * len(SPEED_PHRASES))
 
     @property
+    def speed_bins(self) -> np.ndarray:
+        return self.groups % len(SPEED_PHRASES)
+
+    @property
     def action_ids(self) -> np.ndarray:
         """``[N]`` the expert action's anchor in ``[0, 30)``."""
         return self.caption_ids % NUM_ACTIONS
 
     def subset(self, mask: np.ndarray) -> ClipFrames:
-        return ClipFrames(self.images[mask], self.caption_ids[mask], self.episodes[mask], self.input_size)
+        rows, captions, episodes = self.stack_rows[mask], self.caption_ids[mask], self.episodes[mask]
+        return ClipFrames(self.pool, rows, captions, episodes, self.input_size)
+
+    def with_inputs_of(self, order: np.ndarray) -> ClipFrames:
+        """The same frames (captions, episodes) with frame ``i`` reading the input of frame ``order[i]``."""
+        return ClipFrames(self.pool, self.stack_rows[order], self.caption_ids, self.episodes, self.input_size)
+
+
+def stack_rows_for(episodes: np.ndarray, steps: np.ndarray, ages_s: tuple[float, ...]) -> np.ndarray:
+    """``[N, T]`` per frame, the frame of its episode at each age (seconds before it, oldest first).
+
+    Each age takes the newest frame at least that old; early in an episode, ages older than the
+    episode take its first frame, as the policy's BEV history does (``found_rl.bev.history``).
+    """
+    offsets = np.asarray([round(age / STEP_S) for age in ages_s], dtype=np.int64)
+    longest = int(offsets.max(initial=0))
+    order = np.lexsort((steps, episodes))  # by episode, then step
+    span = int(steps.max(initial=0)) + longest + 1  # keys of one episode never reach the next's
+    keys = episodes[order] * span + steps[order] + longest  # increasing
+    first_in_episode = np.searchsorted(episodes[order], episodes, side="left")
+    rows = np.empty((len(episodes), len(offsets)), dtype=np.int64)
+    for column, offset in enumerate(offsets):
+        wanted = episodes * span + steps + longest - offset
+        newest_at_or_before = np.searchsorted(keys, wanted, side="right") - 1
+        rows[:, column] = order[np.maximum(newest_at_or_before, first_in_episode)]
+    return rows
 
 
 def cache_root() -> Path:
@@ -73,6 +121,7 @@ def load_frames(
     max_frames: int | None = None,
     show_progress: bool = True,
     use_cache: bool = True,
+    image_input: str = DEFAULT_IMAGE_INPUT,
 ) -> ClipFrames:
     """Read an expert dataset (``found-rl expert collect --out``) for CLIP, decoded once and cached.
 
@@ -86,39 +135,41 @@ def load_frames(
         max_frames: read only the first this many frames (quick runs).
         show_progress: draw a progress bar.
         use_cache: read and write the cache (off: always decode the shards).
+        image_input: what each frame's input stacks (``vlm_server.clip_inputs.IMAGE_INPUTS``).
 
     Raises:
         FileNotFoundError: no manifest, or a shard it lists is missing (named).
         ValueError: an empty dataset, a corrupt shard, a sample without image, caption or
             episode, or a caption that is not one of the 720 anchors (shard and key named).
     """
+    ages_s = image_input_named(image_input, "--image-input").ages_s
     directory = Path(directory)
     manifest = read_manifest(directory)
     fingerprint = hashlib.sha256((directory / MANIFEST_NAME).read_bytes()).hexdigest()[:16]
-    cache = cache_root() / f"{fingerprint}-{image_size}px-{max_frames or 'all'}"
+    cache = cache_root() / f"v{CACHE_VERSION}-{fingerprint}-{image_size}px-{max_frames or 'all'}"
     if use_cache and (cache / "meta.json").is_file():
         meta = json.loads((cache / "meta.json").read_text())
-        return ClipFrames(
-            np.load(cache / "images.npy"),
-            np.load(cache / "caption_ids.npy"),
-            np.load(cache / "episodes.npy"),
-            int(meta["input_size"]),
-        )
-    frames = _decode_dataset(directory, manifest, image_size, max_frames, show_progress)
-    if use_cache:
-        _write_cache(cache, frames)
-    return frames
+        arrays = {name: np.load(cache / f"{name}.npy") for name in CACHED_ARRAYS}
+        input_size = int(meta["input_size"])
+    else:
+        arrays, input_size = _decode_dataset(directory, manifest, image_size, max_frames, show_progress)
+        if use_cache:
+            _write_cache(cache, arrays, input_size)
+    stack_rows = stack_rows_for(arrays["episodes"], arrays["steps"], ages_s)
+    return ClipFrames(arrays["images"], stack_rows, arrays["caption_ids"], arrays["episodes"], input_size)
 
 
-def _write_cache(cache: Path, frames: ClipFrames) -> None:
+CACHED_ARRAYS = ("images", "caption_ids", "episodes", "steps")
+
+
+def _write_cache(cache: Path, arrays: dict[str, np.ndarray], input_size: int) -> None:
     """Write the arrays into a temporary folder and rename it into place (never half a cache)."""
     tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        np.save(tmp / "images.npy", frames.images)
-        np.save(tmp / "caption_ids.npy", frames.caption_ids)
-        np.save(tmp / "episodes.npy", frames.episodes)
-        (tmp / "meta.json").write_text(json.dumps({"input_size": frames.input_size}))
+        for name in CACHED_ARRAYS:
+            np.save(tmp / f"{name}.npy", arrays[name])
+        (tmp / "meta.json").write_text(json.dumps({"input_size": input_size}))
         os.replace(tmp, cache)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # the cache is an optimisation: a failure costs only time
@@ -126,7 +177,7 @@ def _write_cache(cache: Path, frames: ClipFrames) -> None:
 
 def _decode_dataset(
     directory: Path, manifest: dict, image_size: int, max_frames: int | None, show_progress: bool
-) -> ClipFrames:
+) -> tuple[dict[str, np.ndarray], int]:
     from tqdm import tqdm
 
     shards = manifest.get("shards") or []
@@ -137,6 +188,8 @@ def _decode_dataset(
     images = np.empty((wanted, image_size, image_size, 3), np.uint8)
     caption_ids = np.empty(wanted, np.int64)
     episodes = np.empty(wanted, np.int64)
+    steps = np.empty(wanted, np.int64)
+    seen_in_episode: dict[int, int] = {}
     pending: list[np.ndarray] = []
     input_size: int | None = None
     count = 0
@@ -146,7 +199,10 @@ def _decode_dataset(
             if not path.is_file():
                 raise FileNotFoundError(f"shard {path} is listed in the manifest but missing")
             for key, members in iter_members(path):
-                image, caption_ids[count], episodes[count] = _decode(path, key, members)
+                image, caption_ids[count], episode, step = _decode(path, key, members)
+                episodes[count] = episode
+                steps[count] = seen_in_episode.get(episode, 0) if step is None else step
+                seen_in_episode[episode] = seen_in_episode.get(episode, 0) + 1
                 if input_size is None:
                     input_size = image.shape[0]
                 if image.shape != (input_size, input_size, 3):
@@ -167,11 +223,12 @@ def _decode_dataset(
     if count < wanted:
         raise ValueError(f"--data {directory}: manifest promises {total} samples, the shards hold {count}")
     assert input_size is not None
-    return ClipFrames(images, caption_ids, episodes, input_size)
+    arrays = {"images": images, "caption_ids": caption_ids, "episodes": episodes, "steps": steps}
+    return arrays, input_size
 
 
-def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray, int, int]:
-    """``(RGB image, caption id, episode)`` of one sample; errors name the shard and key."""
+def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray, int, int, int | None]:
+    """``(RGB image, caption id, episode, step or None)`` of one sample; errors name the shard and key."""
     where = f"shard {path}: sample {key}"
     missing = {"png", "txt", "json"} - set(members)
     if missing:
@@ -190,10 +247,14 @@ def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray
             "(template: 'Command is to {cmd}. {spd}. Action behavior: The car is {lon} and {lat}.')"
         )
     try:
-        episode = int(json.loads(members["json"])["meta"]["episode"])
+        meta = json.loads(members["json"])["meta"]
+        episode = int(meta["episode"])
     except (ValueError, KeyError, TypeError):
         raise ValueError(f"{where}: json has no integer meta.episode") from None
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode
+    step = meta.get("step")
+    if step is not None and not isinstance(step, int):
+        raise ValueError(f"{where}: json meta.step is {step!r}, not an integer")
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode, step
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 The frames are scored by ``vlm_server``'s own ``OpenClipScorer`` loaded from the checkpoint, so
 the numbers describe exactly the bonus a training run will receive. On the dataset the
 checkpoint was trained on, only its held-out episodes are scored; any other dataset is scored
-whole (none of it was trained on).
+whole (none of it was trained on), against the prior the checkpoint recorded from its training
+frames. Besides the AUC: the prior's, the lift over it, per context, and the AUC with the images
+shuffled within contexts (``found_rl.clip.lift``).
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import torch
 import torch.nn.functional as F
 
 from found_rl.clip.data import ClipFrames
-from found_rl.clip.quality import RewardQuality, prior_probabilities, reward_quality
+from found_rl.clip.lift import MIN_CONTEXT_FRAMES, ImageEvidence, image_evidence, shuffle_within_groups
+from found_rl.clip.quality import RewardQuality, prior_table, reward_quality, scored_bonuses
 from found_rl.dataset.shards import MANIFEST_NAME
-from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
+from vlm_server.anchors import NUM_ACTIONS, anchor_captions
+from vlm_server.clip_inputs import DEFAULT_CONTEXT, context_named
 from vlm_server.clip_preprocess import normalise
 
 SCORE_BATCH = 256
+ANCHOR_GROUPS = len(anchor_captions()) // NUM_ACTIONS  # command x speed bin: 24 (METHOD §3)
 
 
 def dataset_fingerprint(directory: str | Path) -> str:
@@ -32,23 +37,30 @@ def dataset_fingerprint(directory: str | Path) -> str:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """A checkpoint's reward quality, the image-blind prior's for comparison, and what was scored."""
+    """A checkpoint's reward quality, the image-blind prior's for comparison, and what was scored.
+
+    Attributes:
+        quality: the served bonus's quality.
+        prior: the image-blind prior's, scored alike (None without training frames or a recorded prior).
+        scope: "held-out episodes (N of M)" or "whole dataset".
+        evidence: lift over the prior, per context, shuffle control (None without a prior).
+    """
 
     quality: RewardQuality
     prior: RewardQuality | None
-    scope: str  # "held-out episodes (N of M)" or "whole dataset"
+    scope: str
+    evidence: ImageEvidence | None = None
 
 
 def scorer_probabilities(scorer, frames: ClipFrames, show_progress: bool = False) -> np.ndarray:
     """``[N, 30]`` the served scorer's probabilities over each frame's group anchors."""
     from tqdm import tqdm
 
-    rows = frames.command_rows
-    bins = frames.groups % len(SPEED_PHRASES)
+    rows, bins = frames.command_rows, frames.speed_bins
     chunks = []
     for start in tqdm(range(0, len(frames), SCORE_BATCH), desc="score", unit="batch", disable=not show_progress):
-        stop = start + SCORE_BATCH
-        chunks.append(scorer.group_probabilities(frames.images[start:stop], rows[start:stop], bins[start:stop]))
+        window = slice(start, start + SCORE_BATCH)
+        chunks.append(scorer.group_probabilities(frames.inputs(window), rows[window], bins[window]))
     return np.concatenate(chunks)
 
 
@@ -73,7 +85,7 @@ def model_probabilities(
         chunks = []
         for start in range(0, len(frames), SCORE_BATCH):
             stop = start + SCORE_BATCH
-            pixels = normalise(torch.from_numpy(frames.images[start:stop]).to(device), mean, std)
+            pixels = normalise(torch.from_numpy(frames.inputs(slice(start, stop))).to(device), mean, std)
             features = F.normalize(model.encode_image(pixels).float(), dim=-1)
             groups = torch.from_numpy(frames.groups[start:stop]).to(device)
             logits = scale * torch.einsum("bd,bkd->bk", features, anchors[groups])
@@ -96,17 +108,81 @@ def held_out_scope(frames: ClipFrames, training: dict, data_dir: str | Path) -> 
     return mask, f"held-out episodes ({len(held_out)} of {len(np.unique(frames.episodes))}, {int(mask.sum())} frames)"
 
 
-def evaluate(scorer, frames: ClipFrames, scored: np.ndarray, scope: str, show_progress: bool = False) -> Evaluation:
-    """Score ``frames[scored]`` with a loaded scorer; the prior is fitted on the other frames (if any)."""
+@dataclass(frozen=True)
+class RecordedPriors:
+    """The priors a checkpoint recorded from its training frames (for data it was not trained on).
+
+    Attributes:
+        group: ``[24, 30]`` p(a | command, speed bin), the image-blind baseline.
+        context: ``[contexts, 30]`` p(a | context) of its own context definition.
+    """
+
+    group: np.ndarray
+    context: np.ndarray
+
+    @classmethod
+    def of(cls, training: dict) -> RecordedPriors | None:
+        if "group_prior" not in training or "context_prior" not in training:
+            return None
+        return cls(np.asarray(training["group_prior"]), np.asarray(training["context_prior"]))
+
+
+def model_distribution(scorer, served: np.ndarray, frames: ClipFrames, context_table: np.ndarray) -> np.ndarray:
+    """``[N, 30]`` the model's p(a | image, context) from what its scorer serves.
+
+    A contrastive checkpoint serves it directly. A logit-adjusted one serves the residual
+    ∝ p(a | image, context) / p(a | context), so the prior of the frame's context multiplies back in.
+    """
+    if getattr(scorer, "objective", "contrastive") != "logit-adjusted":
+        return served
+    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
+    joint = served * context_table[context.ids(frames.command_rows, frames.speed_bins)]
+    return joint / joint.sum(axis=1, keepdims=True)
+
+
+def evaluate(
+    scorer,
+    frames: ClipFrames,
+    scored: np.ndarray,
+    scope: str,
+    recorded: RecordedPriors | None = None,
+    min_context_frames: int = MIN_CONTEXT_FRAMES,
+    shuffle_seed: int = 0,
+    show_progress: bool = False,
+) -> Evaluation:
+    """Score ``frames[scored]`` with a loaded scorer, against the image-blind prior.
+
+    The priors are fitted on the other frames (the checkpoint's training episodes); when every
+    frame is scored, the ``recorded`` ones stand in, and without either there is no prior, lift
+    or shuffle. The lift, per-context AUCs and the shuffle control score the model's
+    p(a | image, context) (``model_distribution``), so a logit-adjusted checkpoint, which serves
+    only the image's evidence, is measured on the same footing as a contrastive one.
+    """
     test = frames.subset(scored)
-    probs = scorer_probabilities(scorer, test, show_progress)
-    quality = reward_quality(probs, test.action_ids, test.command_rows)
-    prior = None
-    if (~scored).any():
-        train = frames.subset(~scored)
-        prior_probs = prior_probabilities(train.groups, train.action_ids, test.groups)
-        prior = reward_quality(prior_probs, test.action_ids, test.command_rows)
-    return Evaluation(quality, prior, scope)
+    served = scorer_probabilities(scorer, test, show_progress)
+    quality = reward_quality(served, test.action_ids, test.command_rows)
+    train = frames.subset(~scored)
+    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
+    if len(train):
+        group_table = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)
+        context_ids = context.ids(train.command_rows, train.speed_bins)
+        context_table = prior_table(context_ids, train.action_ids, context.size)
+    elif recorded is not None:
+        group_table, context_table = recorded.group, recorded.context
+    else:
+        return Evaluation(quality, None, scope)
+    prior_probs = group_table[test.groups]
+    prior = reward_quality(prior_probs, test.action_ids, test.command_rows)
+    shuffled = test.with_inputs_of(shuffle_within_groups(test.groups, shuffle_seed))
+    shuffled_served = scorer_probabilities(scorer, shuffled, show_progress)
+    evidence = image_evidence(
+        scored_bonuses(model_distribution(scorer, served, test, context_table), test.action_ids),
+        scored_bonuses(prior_probs, test.action_ids),
+        scored_bonuses(model_distribution(scorer, shuffled_served, test, context_table), test.action_ids),
+        test.groups,
+        min_context_frames,
+    )
+    return Evaluation(quality, prior, scope, evidence)
 
 
 def caption_tokens(tokenizer) -> torch.Tensor:

@@ -2,8 +2,12 @@
 
 open_clip's recipe: AdamW (no weight decay on gains, biases and the temperature), linear
 warm-up then cosine decay, gradient-norm clipping, the temperature clamped at 100, bf16
-autocast on a GPU. The loss is caption-aware (``found_rl.clip.loss``), and each step encodes
-only the batch's distinct captions. The held-out episodes are scored after every epoch.
+autocast on a GPU. The objective (``found_rl.clip.loss``) is ``logit-adjusted`` (the model learns
+the image's evidence beyond the training prior p(a | context), against the 30 anchors of each
+frame's own context) or the earlier caption-aware ``contrastive`` loss; each step encodes only
+the captions it needs. Junction frames can be drawn more often (``found_rl.clip.sampling``), and
+the image tower can read the BEV history (``vlm_server.clip_inputs``). The held-out episodes are
+scored after every epoch, with the lift over the prior.
 Checkpoints are written atomically every ``checkpoint_every_steps`` and at the end; a run
 resumes from its own checkpoint at the same step, with the same batches.
 """
@@ -22,14 +26,25 @@ import torch.nn.functional as F
 
 from found_rl.atomic import replaced_atomically
 from found_rl.clip.data import ClipFrames, EpisodeSplit
-from found_rl.clip.evaluate import caption_tokens, model_probabilities
-from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions
+from found_rl.clip.evaluate import ANCHOR_GROUPS, caption_tokens, model_probabilities
+from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions, logit_adjusted_loss
 from found_rl.clip.model import ClipModel, create_clip_model
-from found_rl.clip.quality import reward_quality
+from found_rl.clip.quality import prior_table, reward_quality
+from found_rl.clip.sampling import balanced_epoch_order, epoch_order, is_junction
+from vlm_server.anchors import NUM_ACTIONS
 from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_inputs import (
+    DEFAULT_CONTEXT,
+    DEFAULT_IMAGE_INPUT,
+    OBJECTIVES,
+    context_named,
+    image_input_named,
+)
 from vlm_server.clip_preprocess import normalise
 
 MAX_LOGIT_SCALE = math.log(100.0)
+LEGACY_RUN_SETTINGS = {"objective": "contrastive", "context": DEFAULT_CONTEXT, "image_input": DEFAULT_IMAGE_INPUT}
+"""what a run saved before these settings existed was trained with (for --resume)"""
 
 # TensorBoard tags (renaming one is a breaking change; the x-axis is the optimiser step)
 TAG_LOSS = "losses/clip_loss"
@@ -38,7 +53,10 @@ TAG_LOGIT_SCALE = "charts/logit_scale"
 TAG_IMAGES_PER_S = "perf/images_per_s"
 TAG_EVAL_AUC = "eval/auc"
 TAG_EVAL_TOP1 = "eval/top1"
-TAGS = (TAG_LOSS, TAG_LEARNING_RATE, TAG_LOGIT_SCALE, TAG_IMAGES_PER_S, TAG_EVAL_AUC, TAG_EVAL_TOP1)
+TAG_EVAL_AUC_LIFT = "eval/auc_lift"
+TAGS = (
+    TAG_LOSS, TAG_LEARNING_RATE, TAG_LOGIT_SCALE, TAG_IMAGES_PER_S, TAG_EVAL_AUC, TAG_EVAL_TOP1, TAG_EVAL_AUC_LIFT
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,26 @@ class FinetuneConfig:
     """held-out frames scored after each epoch (the full held-out set is `clip evaluate`'s job)"""
     log_every_steps: int = 20
     device: str = "cpu"
+    objective: str = "logit-adjusted"
+    """"logit-adjusted" (learn the image's evidence beyond p(a | context)) or "contrastive" """
+    context: str = DEFAULT_CONTEXT
+    """the prior's context definition (vlm_server.clip_inputs.CONTEXTS)"""
+    image_input: str = DEFAULT_IMAGE_INPUT
+    """what the image tower reads (vlm_server.clip_inputs.IMAGE_INPUTS)"""
+    junction_share: float | None = None
+    """draw junction frames to this share of each epoch (None: as collected)"""
+    text_bank_refresh_steps: int = 50
+    """logit-adjusted: re-encode all 720 anchors (no gradient) every this many steps (see _logit_adjusted_loss)"""
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--objective {self.objective!r}: not one of {list(OBJECTIVES)}")
+        context_named(self.context, "--context")
+        image_input_named(self.image_input, "--image-input")
+        if self.junction_share is not None and not 0.0 < self.junction_share < 1.0:
+            raise ValueError(f"--junction-share must be in (0, 1), got {self.junction_share}")
+        if self.text_bank_refresh_steps < 1:
+            raise ValueError(f"text_bank_refresh_steps must be >= 1, got {self.text_bank_refresh_steps}")
 
 
 @dataclass(frozen=True)
@@ -103,11 +141,6 @@ def make_optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.opti
     )
 
 
-def epoch_order(num_frames: int, seed: int, epoch: int) -> np.ndarray:
-    """The frame order of an epoch (a function of seed and epoch, so a resumed run replays it)."""
-    return np.random.default_rng([seed, epoch]).permutation(num_frames)
-
-
 class Finetuner:
     """Trains one model on ``train`` frames and validates on ``held_out`` frames."""
 
@@ -128,8 +161,20 @@ class Finetuner:
         self.config, self.train_frames, self.held_out, self.data, self.out = config, train, held_out, data, out
         self.device = torch.device(config.device)
         torch.manual_seed(config.seed)
-        self.clip: ClipModel = create_clip_model(config.model_name, config.pretrained, config.image_size)
+        self.clip: ClipModel = create_clip_model(
+            config.model_name, config.pretrained, config.image_size, config.image_input
+        )
         self.model = self.clip.model.to(self.device)
+        self.context = context_named(config.context, "--context")
+        self.train_contexts = self.context.ids(train.command_rows, train.speed_bins)
+        self.context_prior = prior_table(self.train_contexts, train.action_ids, self.context.size)
+        context_prior = self.context_prior
+        self.log_prior = torch.from_numpy(np.log(context_prior)).float().to(self.device)  # [contexts, 30]
+        self.group_prior = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)  # [24, 30], validation
+        self.junction = is_junction(train.command_rows)
+        self.text_bank: torch.Tensor | None = None  # [720, D] anchor features, see _logit_adjusted_loss
+        if config.junction_share is not None:
+            balanced_epoch_order(self.junction, config.junction_share, config.seed, 0)  # refuse bad data now
         self.tokens = caption_tokens(text_tokenizer(self.clip.model_cfg)).to(self.device)
         self.optimizer = make_optimizer(self.model, config)
         self.steps_per_epoch = len(train) // config.batch_size
@@ -144,8 +189,11 @@ class Finetuner:
         checkpoint = read_checkpoint(self.out)
         training = checkpoint.training
         mine = asdict(self.config)
-        theirs = training.get("config", {})
-        for key in ("model_name", "image_size", "batch_size", "seed", "epochs"):
+        theirs = {**LEGACY_RUN_SETTINGS, **training.get("config", {})}
+        for key in (
+            "model_name", "image_size", "batch_size", "seed", "epochs", "objective", "context", "image_input",
+            "junction_share",
+        ):
             if theirs.get(key) != mine[key]:
                 raise ValueError(
                     f"--resume: {self.out} was trained with {key}={theirs.get(key)!r}, this run has {mine[key]!r}"
@@ -156,6 +204,8 @@ class Finetuner:
         self.optimizer.load_state_dict(training["optimizer"])
         self.step = int(training["step"])
         self.history = list(training.get("history", []))
+        if training.get("text_bank") is not None:
+            self.text_bank = training["text_bank"].to(self.device)
 
     def run(self, show_progress: bool = True) -> dict[str, Any]:
         """Train to the end (or the time limit); returns the last validation and timing."""
@@ -172,7 +222,7 @@ class Finetuner:
         try:
             while self.step < self.total_steps:
                 epoch, offset = divmod(self.step, self.steps_per_epoch)
-                order = epoch_order(len(self.train_frames), config.seed, epoch)
+                order = self._epoch_order(epoch)
                 start = offset * config.batch_size
                 batch = np.sort(order[start : start + config.batch_size])
                 loss, logit_scale = self._train_step(batch)
@@ -197,6 +247,7 @@ class Finetuner:
                     if writer is not None:
                         writer.add_scalar(TAG_EVAL_AUC, validation["auc"], self.step)
                         writer.add_scalar(TAG_EVAL_TOP1, validation["top1"], self.step)
+                        writer.add_scalar(TAG_EVAL_AUC_LIFT, validation["auc_lift"], self.step)
                 if self.step % config.checkpoint_every_steps == 0 or is_epoch_end:
                     self.save()
                 if is_over_time and self.step < self.total_steps:
@@ -215,20 +266,26 @@ class Finetuner:
             "validation": validation,
         }
 
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        share = self.config.junction_share
+        if share is None:
+            return epoch_order(len(self.train_frames), self.config.seed, epoch)
+        return balanced_epoch_order(self.junction, share, self.config.seed, epoch)
+
     def _train_step(self, batch: np.ndarray) -> tuple[float, float]:
         config = self.config
         lr = learning_rate(self.step, self.total_steps, config)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        images = torch.from_numpy(self.train_frames.images[batch]).to(self.device)
-        caption_ids = torch.from_numpy(self.train_frames.caption_ids[batch]).to(self.device)
-        distinct, rows = distinct_captions(caption_ids)
+        images = torch.from_numpy(self.train_frames.inputs(batch)).to(self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
             pixels = normalise(images, self.clip.mean, self.clip.std)
             image_features = F.normalize(self.model.encode_image(pixels).float(), dim=-1)
-            text_features = F.normalize(self.model.encode_text(self.tokens[distinct]).float(), dim=-1)
             logit_scale = self.model.logit_scale.exp()
-            loss = caption_aware_clip_loss(image_features, text_features, rows, logit_scale)
+            if config.objective == "logit-adjusted":
+                loss = self._logit_adjusted_loss(batch, image_features, logit_scale)
+            else:
+                loss = self._contrastive_loss(batch, image_features, logit_scale)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip_norm)
@@ -237,8 +294,48 @@ class Finetuner:
             self.model.logit_scale.clamp_(0, MAX_LOGIT_SCALE)
         return float(loss.detach()), float(logit_scale.detach())
 
+    def _contrastive_loss(
+        self, batch: np.ndarray, image_features: torch.Tensor, logit_scale: torch.Tensor
+    ) -> torch.Tensor:
+        caption_ids = torch.from_numpy(self.train_frames.caption_ids[batch]).to(self.device)
+        distinct, rows = distinct_captions(caption_ids)
+        text_features = F.normalize(self.model.encode_text(self.tokens[distinct]).float(), dim=-1)
+        return caption_aware_clip_loss(image_features, text_features, rows, logit_scale)
+
+    def _logit_adjusted_loss(
+        self, batch: np.ndarray, image_features: torch.Tensor, logit_scale: torch.Tensor
+    ) -> torch.Tensor:
+        """30-way logit-adjusted cross-entropy against the anchors of each frame's own group.
+
+        A frame's 30 anchors are the batch's own captions, encoded with gradient, and for the
+        other actions of its group features from a bank of all 720 (a memory bank, as MoCo's):
+        encoding every anchor of every group in the batch with gradient costs ~5x the image
+        tower on a CPU. The bank takes each step's fresh features and is re-encoded whole every
+        ``text_bank_refresh_steps``.
+        """
+        frames = self.train_frames
+        if self.text_bank is None or self.step % self.config.text_bank_refresh_steps == 0:
+            self.text_bank = self._encode_all_anchors()
+        caption_ids = torch.from_numpy(frames.caption_ids[batch]).to(self.device)
+        distinct, _ = distinct_captions(caption_ids)
+        fresh = F.normalize(self.model.encode_text(self.tokens[distinct]).float(), dim=-1)
+        anchors = self.text_bank.index_put((distinct,), fresh)  # gradient through the fresh rows
+        self.text_bank = anchors.detach()
+        groups = torch.from_numpy(frames.groups[batch]).to(self.device)
+        group_anchors = anchors.view(ANCHOR_GROUPS, NUM_ACTIONS, -1)[groups]  # [B, 30, D]
+        residual = logit_scale * torch.einsum("bd,bkd->bk", image_features, group_anchors)
+        log_prior = self.log_prior[torch.from_numpy(self.train_contexts[batch]).to(self.device)]
+        actions = torch.from_numpy(frames.action_ids[batch]).to(self.device)
+        return logit_adjusted_loss(residual, log_prior, actions)
+
+    def _encode_all_anchors(self) -> torch.Tensor:
+        """``[720, D]`` L2-normalised features of every anchor, without gradient."""
+        with torch.no_grad():
+            chunks = [self.model.encode_text(self.tokens[i : i + 240]).float() for i in range(0, len(self.tokens), 240)]
+        return F.normalize(torch.cat(chunks), dim=-1)
+
     def validate(self) -> dict[str, float]:
-        """AUC and top-1 on (up to ``val_max_frames``) held-out frames."""
+        """AUC, top-1 and the AUC's lift over the prior on (up to ``val_max_frames``) held-out frames."""
         frames = self.held_out
         if len(frames) > self.config.val_max_frames:
             rng = np.random.default_rng(self.config.seed)
@@ -246,7 +343,8 @@ class Finetuner:
             frames = frames.subset(np.sort(keep))
         probs = model_probabilities(self.model, self.tokens, frames, self.clip.mean, self.clip.std, self.device)
         quality = reward_quality(probs, frames.action_ids, frames.command_rows)
-        return {"auc": quality.auc, "top1": quality.top1}
+        prior = reward_quality(self.group_prior[frames.groups], frames.action_ids, frames.command_rows)
+        return {"auc": quality.auc, "top1": quality.top1, "auc_lift": quality.auc - prior.auc}
 
     def checkpoint(self) -> ClipCheckpoint:
         state_dict = {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
@@ -258,6 +356,9 @@ class Finetuner:
             mean=self.clip.mean,
             std=self.clip.std,
             anchors_sha256=anchors_sha256(),
+            context=self.config.context,
+            image_input=self.config.image_input,
+            objective=self.config.objective,
             state_dict=state_dict,
             training={
                 "config": asdict(self.config),
@@ -269,6 +370,9 @@ class Finetuner:
                 "held_out_episodes": list(self.data.split.held_out),
                 "val_fraction": self.data.val_fraction,
                 "history": self.history,
+                "group_prior": self.group_prior.tolist(),
+                "context_prior": self.context_prior.tolist(),
+                "text_bank": None if self.text_bank is None else self.text_bank.detach().cpu(),
             },
         )
 

@@ -1,10 +1,13 @@
-"""Caption-aware contrastive loss (METHOD §3 fine-tuning note), pure torch.
+"""Losses of CLIP fine-tuning (pure torch): caption-aware contrastive, and logit-adjusted.
 
-A batch of expert frames holds many frames with the same caption (there are only 720). The
-standard CLIP loss treats every other column as a negative, so it punishes the model for
-matching two frames to the caption they both have. Here each distinct caption in the batch is
-one text column; an image's target is its caption's column, and a caption's targets are all the
-images that carry it, spread evenly.
+``contrastive``: a batch of expert frames holds many frames with the same caption (there are
+only 720). The standard CLIP loss treats every other column as a negative, so it punishes the
+model for matching two frames to the caption they both have. Here each distinct caption in the
+batch is one text column; an image's target is its caption's column, and a caption's targets are
+all the images that carry it, spread evenly.
+
+``logit-adjusted``: the model learns only the image's evidence beyond the caption prior
+(``logit_adjusted_loss``).
 """
 
 from __future__ import annotations
@@ -43,3 +46,23 @@ def distinct_captions(caption_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     """``(distinct ids [U], row of each item [B])``: encode each caption once per batch."""
     distinct, rows = torch.unique(caption_ids, return_inverse=True)
     return distinct, rows
+
+
+def logit_adjusted_loss(
+    residual_logits: torch.Tensor, log_prior: torch.Tensor, action_ids: torch.Tensor
+) -> torch.Tensor:
+    """Cross-entropy of ``residual + log p(a | context)`` over each frame's 30 same-context anchors.
+
+    Logit adjustment (Menon et al. 2021) / a bias product with an image-blind model: the prior's
+    log-probabilities are added to the logits, so the softmax of the sum fits p(a | image,
+    context) while the network's own logits only need to carry what the prior does not,
+    ``log p(a | image, context) − log p(a | context)`` up to a per-frame constant. The negatives
+    of each frame are the other 29 actions of its own (command, speed) context: captions of
+    other contexts differ in their command and speed words and would teach the text, not the image.
+
+    Args:
+        residual_logits: ``[B, 30]`` ``logit_scale · f(I) · T_{c,s}ᵀ`` of each frame's group.
+        log_prior: ``[B, 30]`` log p(a | context) of each frame's context (constant, no gradient).
+        action_ids: ``[B]`` the expert action's anchor.
+    """
+    return F.cross_entropy(residual_logits + log_prior, action_ids)

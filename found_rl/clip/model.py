@@ -16,7 +16,15 @@ from typing import Any
 import torch
 
 from vlm_server.anchors import anchor_captions
-from vlm_server.clip_checkpoint import FORMAT, build_model, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_checkpoint import (
+    FORMAT,
+    build_model,
+    load_model,
+    read_checkpoint,
+    text_tokenizer,
+    widen_image_stem,
+)
+from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD
 
 _TEXT_TINY = {"context_length": 36, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 2}
@@ -58,20 +66,26 @@ def default_image_size(model_name: str) -> int:
     return MODEL_IMAGE_SIZE_DEFAULT
 
 
-def create_clip_model(model_name: str, pretrained: str | None, image_size: int) -> ClipModel:
+def create_clip_model(
+    model_name: str, pretrained: str | None, image_size: int, image_input: str = DEFAULT_IMAGE_INPUT
+) -> ClipModel:
     """Build ``model_name`` at ``image_size``, randomly initialised or from ``pretrained``.
 
     Args:
         model_name: a key of ``SMALL_CONFIGS`` or an open_clip architecture (``open_clip.list_models()``).
         pretrained: None (from scratch), an open_clip tag (downloads), an open_clip weights file,
-            or a ``found-rl clip finetune`` checkpoint of the same architecture and size.
+            or a ``found-rl clip finetune`` checkpoint of the same architecture, size and image input.
         image_size: the model's input side, px.
+        image_input: ``vlm_server.clip_inputs.IMAGE_INPUTS`` name; a stack of frames widens the
+            image tower's first convolution (``widen_image_stem``).
 
     Raises:
         ValueError: unknown name, an image size the architecture cannot take, or a checkpoint
-            of another architecture (each named).
+            of another architecture or image input (each named).
     """
     import open_clip
+
+    frames = image_input_named(image_input, "--image-input").frames
 
     if model_name in SMALL_CONFIGS:
         cfg = copy.deepcopy(SMALL_CONFIGS[model_name])
@@ -94,6 +108,11 @@ def create_clip_model(model_name: str, pretrained: str | None, image_size: int) 
                 f"--pretrained {pretrained}: holds {checkpoint.model_name} at {checkpoint.image_size} px, "
                 f"not --model {model_name} at --image-size {image_size}"
             )
+        if checkpoint.image_input != image_input:
+            raise ValueError(
+                f"--pretrained {pretrained}: reads image input {checkpoint.image_input!r}, "
+                f"not --image-input {image_input}"
+            )
         model = _freeze_token_embedding(load_model(checkpoint, pretrained), model_name)
         return ClipModel(model.train(), model_name, checkpoint.model_cfg, image_size, checkpoint.mean, checkpoint.std)
     if pretrained is None:
@@ -112,7 +131,8 @@ def create_clip_model(model_name: str, pretrained: str | None, image_size: int) 
         preprocess = getattr(model.visual, "preprocess_cfg", {}) or {}
         mean = tuple(preprocess.get("mean", OPENAI_MEAN))
         std = tuple(preprocess.get("std", OPENAI_STD))
-    _check_forward(model_name, model, image_size)
+    model = widen_image_stem(model, frames)
+    _check_forward(model_name, model, image_size, frames)
     return ClipModel(_freeze_token_embedding(model, model_name).train(), model_name, cfg, image_size, mean, std)
 
 
@@ -165,9 +185,9 @@ def _check_context_length(model_name: str, cfg: dict[str, Any]) -> None:
         )
 
 
-def _check_forward(model_name: str, model: torch.nn.Module, image_size: int) -> None:
+def _check_forward(model_name: str, model: torch.nn.Module, image_size: int, frames: int) -> None:
     try:
         with torch.no_grad():
-            model.eval().encode_image(torch.zeros(1, 3, image_size, image_size))
+            model.eval().encode_image(torch.zeros(1, 3 * frames, image_size, image_size))
     except RuntimeError as exc:
         raise ValueError(f"--image-size {image_size}: {model_name} cannot take it ({str(exc)[:200]})") from None

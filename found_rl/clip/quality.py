@@ -100,20 +100,29 @@ def auc(positives: np.ndarray, negatives: np.ndarray) -> float:
     return float(u / (positives.size * negatives.size))
 
 
-def reward_quality(probs: np.ndarray, action_ids: np.ndarray, command_rows: np.ndarray) -> RewardQuality:
-    """Score a scorer's probabilities against the expert's actions.
+@dataclass(frozen=True)
+class ScoredBonuses:
+    """The bonus (METHOD §3) of each frame's expert action and of every action outside its N(a).
 
-    Args:
-        probs: ``[N, 30]`` softmax over each frame's 30 action anchors.
-        action_ids: ``[N]`` the expert action's anchor per frame.
-        command_rows: ``[N]`` row of the command in ``COMMAND_PHRASES`` per frame.
+    Attributes:
+        expert, expert_margin: ``[N]`` bonus and raw margin of the expert's action per frame.
+        far, far_margin: ``[M]`` bonus and raw margin of each far action scored.
+        frame_of_far: ``[M]`` the frame each far action belongs to.
     """
-    probs = np.asarray(probs, dtype=np.float64)
-    action_ids = np.asarray(action_ids, dtype=np.int64)
-    command_rows = np.asarray(command_rows, dtype=np.int64)
-    n = len(action_ids)
-    if probs.shape != (n, NUM_ACTIONS) or n == 0:
-        raise ValueError(f"probs: expected [N, {NUM_ACTIONS}] with N = {n} > 0, got {probs.shape}")
+
+    expert: np.ndarray
+    expert_margin: np.ndarray
+    far: np.ndarray
+    far_margin: np.ndarray
+    frame_of_far: np.ndarray
+
+    def auc_of(self, frames: np.ndarray) -> float:
+        """AUC restricted to the frames where ``frames`` (``[N]`` bool) is True."""
+        return auc(self.expert[frames], self.far[frames[self.frame_of_far]])
+
+
+def scored_bonuses(probs: np.ndarray, action_ids: np.ndarray) -> ScoredBonuses:
+    """Bonuses of the expert and all far actions, normalised by the moments of all their margins."""
     expert_margin = alignment_margin(probs, action_ids)
     far = ~NEIGHBOUR_MASK[action_ids]  # [N, 30]
     frame_of_far, far_action = np.nonzero(far)
@@ -124,7 +133,31 @@ def reward_quality(probs: np.ndarray, action_ids: np.ndarray, command_rows: np.n
     def bonus(margin: np.ndarray) -> np.ndarray:
         return BONUS_SCALE * np.clip((margin - mean) / np.sqrt(var + VARIANCE_EPS), -1.0, 1.0)
 
-    expert_bonus, far_bonus = bonus(expert_margin), bonus(far_margin)
+    return ScoredBonuses(bonus(expert_margin), expert_margin, bonus(far_margin), far_margin, frame_of_far)
+
+
+def check_probabilities(probs: np.ndarray, action_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(probs, action_ids)`` as float64 and int64, refused unless ``[N, 30]`` with N > 0."""
+    probs = np.asarray(probs, dtype=np.float64)
+    action_ids = np.asarray(action_ids, dtype=np.int64)
+    n = len(action_ids)
+    if probs.shape != (n, NUM_ACTIONS) or n == 0:
+        raise ValueError(f"probs: expected [N, {NUM_ACTIONS}] with N = {n} > 0, got {probs.shape}")
+    return probs, action_ids
+
+
+def reward_quality(probs: np.ndarray, action_ids: np.ndarray, command_rows: np.ndarray) -> RewardQuality:
+    """Score a scorer's probabilities against the expert's actions.
+
+    Args:
+        probs: ``[N, 30]`` softmax over each frame's 30 action anchors.
+        action_ids: ``[N]`` the expert action's anchor per frame.
+        command_rows: ``[N]`` row of the command in ``COMMAND_PHRASES`` per frame.
+    """
+    probs, action_ids = check_probabilities(probs, action_ids)
+    command_rows = np.asarray(command_rows, dtype=np.int64)
+    n = len(action_ids)
+    scored = scored_bonuses(probs, action_ids)
     predicted = probs.argmax(axis=1)
     is_top1 = predicted == action_ids
     per_command_top1, per_command_frames = {}, {}
@@ -135,14 +168,14 @@ def reward_quality(probs: np.ndarray, action_ids: np.ndarray, command_rows: np.n
             per_command_frames[phrase] = int(mask.sum())
     return RewardQuality(
         frames=n,
-        auc=auc(expert_bonus, far_bonus),
-        auc_margin=auc(expert_margin, far_margin),
+        auc=auc(scored.expert, scored.far),
+        auc_margin=auc(scored.expert_margin, scored.far_margin),
         top1=float(is_top1.mean()),
         top1_neighbourhood=float(NEIGHBOUR_MASK[action_ids, predicted].mean()),
         per_command_top1=per_command_top1,
         per_command_frames=per_command_frames,
-        bonus_expert=Distribution.of(expert_bonus),
-        bonus_far=Distribution.of(far_bonus),
+        bonus_expert=Distribution.of(scored.expert),
+        bonus_far=Distribution.of(scored.far),
     )
 
 
@@ -152,11 +185,18 @@ def prior_probabilities(train_groups: np.ndarray, train_actions: np.ndarray, gro
     A scorer must beat this to show that it reads the image and not only the caption prior.
     Groups unseen in training fall back to the overall frequencies (Laplace-smoothed).
     """
-    num_groups = int(max(train_groups.max(initial=0), groups.max(initial=0))) + 1
-    raw = np.zeros((num_groups, NUM_ACTIONS))
-    np.add.at(raw, (train_groups, train_actions), 1.0)
+    num_groups = int(max(np.max(train_groups, initial=0), np.max(groups, initial=0))) + 1
+    return prior_table(train_groups, train_actions, num_groups)[groups]
+
+
+def prior_table(train_contexts: np.ndarray, train_actions: np.ndarray, num_contexts: int) -> np.ndarray:
+    """``[num_contexts, 30]`` p(a | context): Laplace-smoothed training frequencies, rows sum to 1.
+
+    A context never seen in training takes the overall frequencies.
+    """
+    raw = np.zeros((num_contexts, NUM_ACTIONS))
+    np.add.at(raw, (np.asarray(train_contexts, np.int64), np.asarray(train_actions, np.int64)), 1.0)
     overall = 1.0 + raw.sum(axis=0)
     seen = raw.sum(axis=1) > 0
     table = np.where(seen[:, None], 1.0 + raw, overall[None, :])
-    table = table / table.sum(axis=1, keepdims=True)
-    return table[groups]
+    return table / table.sum(axis=1, keepdims=True)

@@ -7,6 +7,7 @@ states; the stored labels there are still the expert's corrections, which teach 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,79 @@ class ActionPerturber:
         return np.clip(action + self._offset, -1.0, 1.0).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class ExpertStep:
+    """One sample as the expert made it, before it is encoded and written.
+
+    ``metadata["meta"]["episode"]`` counts the episodes of this stream from 0.
+    """
+
+    bev_rgb: np.ndarray
+    masks: np.ndarray
+    metadata: dict[str, Any]
+    caption: str
+    chat: dict[str, Any]
+    is_perturbed: bool
+
+
+def expert_steps(
+    env: Any, steps: int, perturbation: PerturbationConfig, rng: np.random.Generator
+) -> Iterator[ExpertStep]:
+    """Drive the expert for ``steps`` samples (resetting episodes as they end).
+
+    The env must have ``observation="bev"`` and ``render_mode="rgb_array"``.
+    """
+    driver = ExpertDriver()
+    perturber = ActionPerturber(perturbation, rng)
+    unwrapped = env.unwrapped
+    episodes = 0
+    obs: dict[str, np.ndarray] | None = None
+    info: dict[str, Any] = {}
+    step_in_episode = 0
+    for _ in range(steps):
+        if obs is None:
+            route_options = {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
+            obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
+            driver.reset()
+            perturber.reset()
+            episodes += 1
+            step_in_episode = 0
+        snapshot = unwrapped.snapshot
+        observation = driver.observe(snapshot)
+        action = np.array(expert_action(observation, driver.config), dtype=np.float32)
+        executed = perturber.apply(action)
+        is_perturbed = perturber.is_active or not np.array_equal(executed, action)
+        acc, steer = float(action[0]), float(action[1])
+        speed_mps = float(snapshot.ego.forward_speed_mps)
+        command = int(info["command"])
+        target = observation.target_ego_xy
+        yield ExpertStep(
+            bev_rgb=env.render(),
+            masks=np.asarray(unwrapped.renderer.last_masks, dtype=np.uint8),
+            metadata={
+                "state": [float(v) for v in obs["state"]],
+                "command": command,
+                "speed_mps": speed_mps,
+                "action": [acc, steer],
+                "executed_action": [float(executed[0]), float(executed[1])],
+                "target_ego": [float(target[0]), float(target[1])],
+                "meta": {
+                    "route_id": snapshot.route.route_id,
+                    "episode": episodes - 1,
+                    "step": step_in_episode,
+                    "is_perturbed": bool(is_perturbed),
+                },
+            },
+            caption=clip_caption(command, speed_mps, acc, steer),
+            chat=chat_sample(speed_mps, target, command, acc, steer),
+            is_perturbed=bool(is_perturbed),
+        )
+        obs, _, terminated, truncated, info = env.step(executed)
+        step_in_episode += 1
+        if terminated or truncated:
+            obs = None
+
+
 def collect(
     env: Any,
     writer: ShardWriter,
@@ -91,67 +165,18 @@ def collect(
     seed: int,
     show_progress: bool = True,
 ) -> dict[str, int]:
-    """Drive the expert for ``steps`` samples (resetting episodes as they end).
-
-    The env must have ``observation="bev"`` and ``render_mode="rgb_array"``.
+    """Drive the expert for ``steps`` samples in this process and write them.
 
     Returns:
         Counts: ``samples``, ``episodes``, ``perturbed`` samples.
     """
     from tqdm import tqdm
 
-    rng = np.random.default_rng(seed)
-    driver = ExpertDriver()
-    perturber = ActionPerturber(perturbation, rng)
-    unwrapped = env.unwrapped
     episodes = perturbed = 0
-    obs: dict[str, np.ndarray] | None = None
-    info: dict[str, Any] = {}
-    step_in_episode = 0
     with tqdm(total=steps, unit="sample", disable=not show_progress, desc="collect") as bar:
-        for _ in range(steps):
-            if obs is None:
-                route_options = (
-                    {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
-                )
-                obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
-                driver.reset()
-                perturber.reset()
-                episodes += 1
-                step_in_episode = 0
-            snapshot = unwrapped.snapshot
-            observation = driver.observe(snapshot)
-            action = np.array(expert_action(observation, driver.config), dtype=np.float32)
-            executed = perturber.apply(action)
-            is_perturbed = perturber.is_active or not np.array_equal(executed, action)
-            perturbed += int(is_perturbed)
-            acc, steer = float(action[0]), float(action[1])
-            speed_mps = float(snapshot.ego.forward_speed_mps)
-            command = int(info["command"])
-            target = observation.target_ego_xy
-            writer.write(
-                bev_rgb=env.render(),
-                masks=np.asarray(unwrapped.renderer.last_masks, dtype=np.uint8),
-                metadata={
-                    "state": [float(v) for v in obs["state"]],
-                    "command": command,
-                    "speed_mps": speed_mps,
-                    "action": [acc, steer],
-                    "executed_action": [float(executed[0]), float(executed[1])],
-                    "target_ego": [float(target[0]), float(target[1])],
-                    "meta": {
-                        "route_id": snapshot.route.route_id,
-                        "episode": episodes - 1,
-                        "step": step_in_episode,
-                        "is_perturbed": bool(is_perturbed),
-                    },
-                },
-                caption=clip_caption(command, speed_mps, acc, steer),
-                chat=chat_sample(speed_mps, target, command, acc, steer),
-            )
-            obs, _, terminated, truncated, info = env.step(executed)
-            step_in_episode += 1
-            if terminated or truncated:
-                obs = None
+        for sample in expert_steps(env, steps, perturbation, np.random.default_rng(seed)):
+            episodes = sample.metadata["meta"]["episode"] + 1
+            perturbed += int(sample.is_perturbed)
+            writer.write(sample.bev_rgb, sample.masks, sample.metadata, sample.caption, sample.chat)
             bar.update(1)
     return {"samples": steps, "episodes": episodes, "perturbed": perturbed}

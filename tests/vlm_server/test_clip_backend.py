@@ -111,3 +111,18 @@ async def test_clip_endpoint_with_the_tiny_model(
     ]
     wrong_size = {**clip_payload(rgb(32, 32), 4, 2.5, (0.9, 0.0)), "id": "w"}
     assert (await client.post("/v1/clip/score", json=wrong_size)).status == 400
+
+
+def test_a_clip_item_must_send_the_history_its_backend_reads(rgb):
+    from pydantic import ValidationError
+
+    from vlm_server.schemas import ClipItemBody
+
+    image = rgb(8, 8)
+    with_history = {**clip_payload(image, 4, 2.5, (0.9, 0.0), history=[image] * 3), "id": "h"}
+    item = ClipItemBody.model_validate(with_history, context={"history_frames": 3}).to_item()
+    assert len(item.history) == 3 and item.history[0].shape == (8, 8, 3)
+    without = {**clip_payload(image, 4, 2.5, (0.9, 0.0)), "id": "h"}
+    assert ClipItemBody.model_validate(without, context={}).to_item().history == ()
+    with pytest.raises(ValidationError, match=r"history: this backend's model reads 3 past BEV frame\(s\).*got 0"):
+        ClipItemBody.model_validate(without, context={"history_frames": 3})

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from tests.vlm_server.conftest import TINY_CLIP_CONFIG
+from vlm_server.backends.base import ClipItem
 from vlm_server.backends.clip import OpenClipScorer
-from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, build_model, read_checkpoint
+from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, build_model, read_checkpoint, widen_image_stem
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, resize_area
 
 
@@ -50,6 +51,25 @@ def test_a_checkpoint_brings_its_model_sizes_and_normalisation(tmp_path):
         ({}, {"anchors_sha256": "0" * 64}, r"trained on another caption anchor set"),
         ({}, {"format": "something-else"}, r"format is 'something-else', expected 'found-rl-clip'"),
         ({}, {"format_version": 9}, r"format_version 9"),
+        (
+            {"context": "command"},
+            {},
+            r"trained with context 'command-speed' \(command x speed bin.*\), the server is configured for "
+            r"context='command' \(command only",
+        ),
+        (
+            {},
+            {"context": "command"},
+            r"trained with context 'command' .*, the server is configured for context='command-speed'",
+        ),
+        (
+            {"image_input": "rgb-history"},
+            {},
+            r"trained on image input 'rgb' \(the RGB BEV of o_t\), the server is configured for "
+            r"image_input='rgb-history' \(the RGB BEV of o_t stacked with those 1.5, 1, 0.5 s before\)",
+        ),
+        ({}, {"image_input": "rgb-history"}, r"trained on image input 'rgb-history' .* image_input='rgb' "),
+        ({}, {"context": "weather"}, r"context 'weather' is not one of \['command', 'command-speed'\]"),
     ],
 )
 def test_a_mismatched_checkpoint_is_refused_and_named(tmp_path, options, changes, message):
@@ -57,6 +77,37 @@ def test_a_mismatched_checkpoint_is_refused_and_named(tmp_path, options, changes
     with pytest.raises(ValueError, match=message) as error:
         load(path, **options)
     assert str(path) in str(error.value)
+
+
+def test_a_version_1_checkpoint_reads_as_a_contrastive_one_frame_model(tmp_path):
+    path = save(tmp_path / "c.pt", format_version=1)
+    data = torch.load(path, weights_only=True)
+    for key in ("context", "image_input", "objective"):
+        del data[key]
+    torch.save(data, path)
+    checkpoint = read_checkpoint(path)
+    assert (checkpoint.context, checkpoint.image_input, checkpoint.objective) == ("command-speed", "rgb", "contrastive")
+    assert load(path).objective == "contrastive"
+
+
+def test_a_history_checkpoint_scores_stacks_and_ignores_the_past_at_initialisation(tmp_path):
+    """The widened stem starts with zero weights on past frames: o_t alone decides, as before."""
+    torch.manual_seed(0)
+    model = widen_image_stem(build_model(TINY_CLIP_CONFIG), 4)
+    assert model.visual.conv1.in_channels == 12
+    path = save(tmp_path / "c.pt", image_input="rgb-history", state_dict=model.state_dict())
+    scorer = load(path, image_input="rgb-history")
+    assert scorer.history_frames == 3
+    rng = np.random.default_rng(0)
+    now = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    past = [tuple(rng.integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)) for _ in range(2)]
+    items = [ClipItem(f"i{k}", now, 4, 3.0, (0.5, 0.0), history) for k, history in enumerate(past)]
+    probs = scorer.anchor_probabilities(items)
+    np.testing.assert_allclose(probs[0], probs[1], atol=1e-6)
+    with pytest.raises(ValueError, match=r"item 'x': history has 0 frame\(s\), image input 'rgb-history'"):
+        scorer.anchor_probabilities([ClipItem("x", now, 4, 3.0, (0.5, 0.0))])
+    with pytest.raises(ValueError, match="needs a checkpoint fine-tuned on it"):
+        OpenClipScorer(image_input="rgb-history")
 
 
 def test_weights_of_another_architecture_are_refused(tmp_path):
@@ -88,5 +139,5 @@ def test_resize_area_averages_blocks_and_keeps_the_native_size():
     small = resize_area(image, 2).numpy()[0, :, :, 0]
     np.testing.assert_array_equal(small, [[2, 4], [10, 12]])  # means 2.5, 4.5, 10.5, 12.5 round half to even
     assert resize_area(image, 4).numpy().tobytes() == image.tobytes()
-    with pytest.raises(ValueError, match=r"expected \[B, H, W, 3\] uint8"):
+    with pytest.raises(ValueError, match=r"expected \[B, H, W, 3\] or \[B, T, H, W, 3\] uint8"):
         resize_area(image[0], 2)

@@ -76,6 +76,8 @@ class ClipItem:
     Attributes:
         image: ``[H, W, 3]`` uint8 RGB BEV.
         action: executed ``(acc, steer)``.
+        history: past RGB BEVs of the episode, oldest first, for a model that stacks them
+            (``vlm_server.clip_inputs.IMAGE_INPUTS``); empty otherwise.
     """
 
     id: str
@@ -83,6 +85,7 @@ class ClipItem:
     command: int
     speed_mps: float
     action: tuple[float, float]
+    history: tuple[np.ndarray, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,10 @@ The 720 text anchors are encoded once at load. Per item: softmax over the 30 anc
 item's (command, speed bin) with the model's logit scale, margin of the executed action's
 anchor over the best non-neighbour, then normalisation by running statistics shared by all
 clients (updated one sample at a time, the sample included, then used for its own bonus).
+
+A ``logit-adjusted`` checkpoint (``found-rl clip finetune --objective logit-adjusted``) was
+trained so that this very softmax is ∝ p(a | image, context) / p(a | context): the bonus then
+scores the image's evidence beyond the caption prior, with METHOD §3's formula unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from vlm_server.anchors import (
 )
 from vlm_server.backends.base import ClipItem, ClipResult
 from vlm_server.clip_checkpoint import check_compatible, load_model, read_checkpoint, text_tokenizer
+from vlm_server.clip_inputs import DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, context_named, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, normalise, resize_area
 from vlm_server.running_stats import RunningMoments
 
@@ -58,6 +63,11 @@ class OpenClipScorer:
             was trained from; the server resizes to the model's own side as in training.
         device: torch device string.
         precision: ``"fp32"``, ``"fp16"`` or ``"bf16"`` (GPU).
+        context: the prior's context definition the scores are meant for
+            (``vlm_server.clip_inputs.CONTEXTS``); a checkpoint trained with another is refused.
+        image_input: what the clients send (``IMAGE_INPUTS``): ``"rgb"``, the BEV of o_t, or
+            ``"rgb-history"``, which also needs the past frames in each item's ``history``; a
+            checkpoint trained on another input is refused, naming both.
     """
 
     def __init__(
@@ -69,7 +79,16 @@ class OpenClipScorer:
         image_size: int | None = None,
         device: str = "cpu",
         precision: str = "fp32",
+        context: str = DEFAULT_CONTEXT,
+        image_input: str = DEFAULT_IMAGE_INPUT,
     ) -> None:
+        self.context = context_named(context, "context").name
+        self.image_input = image_input_named(image_input, "image_input")
+        if checkpoint is None and self.image_input.frames > 1:
+            raise ValueError(
+                f"image_input={image_input!r} needs a checkpoint fine-tuned on it; "
+                "an open_clip model reads one RGB image"
+            )
         if image_size is not None and image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {image_size}")
         if model_config_path is not None and not Path(model_config_path).is_file():
@@ -101,6 +120,12 @@ class OpenClipScorer:
         self.logit_scale = 100.0
         self.mean: tuple[float, ...] = OPENAI_MEAN
         self.std: tuple[float, ...] = OPENAI_STD
+        self.objective = "contrastive"
+
+    @property
+    def history_frames(self) -> int:
+        """Past frames each request must send (the server refuses other counts)."""
+        return self.image_input.frames - 1
 
     def load(self) -> None:
         model, tokenizer = self._load_checkpoint() if self.checkpoint else self._load_open_clip()
@@ -149,7 +174,10 @@ class OpenClipScorer:
     def _load_checkpoint(self) -> tuple[torch.nn.Module, Any]:
         path = self.checkpoint
         checkpoint = read_checkpoint(path)
-        check_compatible(checkpoint, path, self.requested_model_name, self.requested_image_size)
+        check_compatible(
+            checkpoint, path, self.requested_model_name, self.requested_image_size, self.context, self.image_input.name
+        )
+        self.objective = checkpoint.objective
         model = load_model(checkpoint, path).to(self.device)
         if self.precision != "fp32":
             model = model.to(self._dtype)
@@ -160,7 +188,10 @@ class OpenClipScorer:
         return model, text_tokenizer(checkpoint.model_cfg)
 
     def image_features(self, images: np.ndarray) -> torch.Tensor:
-        """``[B, D]`` L2-normalised features of ``[B, H, W, 3]`` uint8 images (client size)."""
+        """``[B, D]`` L2-normalised features of ``[B, H, W, 3]`` uint8 images (client size).
+
+        A model with history input takes stacks ``[B, T, H, W, 3]``, oldest frame first.
+        """
         if self.model is None or self.model_side is None:
             raise RuntimeError("OpenClipScorer.load() was not called")
         pixels = resize_area(torch.from_numpy(np.ascontiguousarray(images)), self.model_side)
@@ -170,8 +201,18 @@ class OpenClipScorer:
 
     def anchor_probabilities(self, items: list[ClipItem]) -> np.ndarray:
         """``[B, 30]`` softmax over each item's (command, speed-bin) action anchors."""
+        for item in items:
+            if len(item.history) != self.history_frames:
+                raise ValueError(
+                    f"item {item.id!r}: history has {len(item.history)} frame(s), image input "
+                    f"{self.image_input.describe()} needs {self.history_frames}"
+                )
+        if self.image_input.frames > 1:
+            images = np.stack([np.stack([*item.history, item.image]) for item in items])
+        else:
+            images = np.stack([item.image for item in items])
         return self.group_probabilities(
-            np.stack([item.image for item in items]),
+            images,
             np.array([command_index(item.command) for item in items]),
             np.array([speed_bin(item.speed_mps) for item in items]),
         )

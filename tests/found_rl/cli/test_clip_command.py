@@ -61,3 +61,8 @@ def test_finetune_then_evaluate_json(data, capsys, micro_model):
     report = json.loads(capsys.readouterr().out)
     assert 0.0 <= report["auc"] <= 1.0 and 0.0 <= report["top1"] <= 1.0
     assert report["scope"].startswith("held-out episodes (1 of 4") and report["prior"] is not None
+    assert report["auc_lift"] == pytest.approx(report["model_auc"] - report["prior_auc"])
+    assert 0.0 <= report["shuffled_auc"] <= 1.0
+    assert (report["objective"], report["context"], report["image_input"]) == ("logit-adjusted", "command-speed", "rgb")
+    # 12 held-out frames in one context: too few for a per-context AUC, and named
+    assert report["per_context"] == {} and report["skipped_contexts"] == {"follow the current lane / moderate": 12}

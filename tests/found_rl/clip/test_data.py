@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from found_rl.clip.data import load_frames, split_by_episode
+from found_rl.clip.data import load_frames, split_by_episode, stack_rows_for
 from found_rl.dataset import ShardWriter
 from tests.found_rl.clip.conftest import ACTIONS, write_dataset
 from vlm_server.anchors import action_index, anchor_captions
@@ -70,3 +70,35 @@ def test_split_holds_out_whole_episodes():
 def test_one_episode_is_too_few_for_a_held_out_split():
     with pytest.raises(ValueError, match="--data d: 1 episode"):
         split_by_episode(np.zeros(50, np.int64), 0.1, seed=0, source="d")
+
+
+def test_history_stacks_take_the_newest_frame_at_least_that_old_within_the_episode():
+    # episode 5 has steps 0..19 but for 8, episode 2 is interleaved with it
+    steps = [s for s in range(20) if s != 8]
+    episodes = np.array([5] * len(steps) + [2] * 4)
+    steps = np.array(steps + [0, 1, 2, 3])
+    order = np.random.default_rng(0).permutation(len(steps))
+    episodes, steps = episodes[order], steps[order]
+    rows = stack_rows_for(episodes, steps, (1.5, 1.0, 0.5, 0.0))  # 15, 10, 5, 0 steps back
+    assert rows.shape == (len(steps), 4)
+    np.testing.assert_array_equal(rows[:, -1], np.arange(len(steps)))  # the last is o_t itself
+    assert (episodes[rows] == episodes[:, None]).all()  # never another episode's frame
+
+    def steps_of(episode: int, step: int) -> list[int]:
+        (i,) = np.flatnonzero((episodes == episode) & (steps == step))
+        return steps[rows[i]].tolist()
+
+    assert steps_of(5, 19) == [4, 9, 14, 19]
+    assert steps_of(5, 13) == [0, 3, 7, 13]  # 13 - 5 = 8 is missing: the newest older one is 7
+    assert steps_of(2, 3) == [0, 0, 0, 3]  # early in an episode: its first frame
+
+
+def test_frames_with_history_input_give_stacks(tmp_path):
+    write_dataset(tmp_path / "data", episodes=2, frames_per_episode=20, side=32)
+    frames = load_frames(tmp_path / "data", 16, show_progress=False, image_input="rgb-history")
+    stacks = frames.inputs(np.array([0, 19, 25]))
+    assert stacks.shape == (3, 4, 16, 16, 3)
+    np.testing.assert_array_equal(stacks[:, -1], frames.images[[0, 19, 25]])
+    np.testing.assert_array_equal(stacks[1, 0], frames.images[4])  # step 19 - 15 of episode 0
+    np.testing.assert_array_equal(stacks[2, 0], frames.images[20])  # episode 1's first frame
+    assert load_frames(tmp_path / "data", 16, show_progress=False).inputs(np.array([0])).shape == (1, 16, 16, 3)

@@ -21,7 +21,7 @@ def make_finetuner(
     data = tmp_path / "data"
     if not data.exists():
         write_dataset(data, episodes=8, frames_per_episode=24, side=32)
-    frames = load_frames(data, 16, show_progress=False)
+    frames = load_frames(data, 16, show_progress=False, image_input=overrides.get("image_input", "rgb"))
     split = split_by_episode(frames.episodes, 0.25, seed=0, source=str(data))
     held = split.held_out_mask(frames.episodes)
     from found_rl.clip.evaluate import dataset_fingerprint
@@ -43,19 +43,29 @@ def test_schedule_warms_up_then_decays_to_zero():
     assert learning_rate(100, 100, config) == pytest.approx(0.0)
 
 
-def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_model):
+@pytest.mark.parametrize(
+    ("objective", "image_input"),
+    [("logit-adjusted", "rgb"), ("contrastive", "rgb"), ("logit-adjusted", "rgb-history")],
+)
+def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_model, objective, image_input):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     torch.manual_seed(0)
-    finetuner = make_finetuner(tmp_path, micro_model, epochs=1, logdir=tmp_path / "runs", log_every_steps=1)
+    finetuner = make_finetuner(
+        tmp_path, micro_model, epochs=1, logdir=tmp_path / "runs", log_every_steps=1,
+        objective=objective, image_input=image_input,
+    )
     result = finetuner.run(show_progress=False)
     assert result["steps"] == result["total_steps"] == len(finetuner.train_frames) // 24
-    assert set(result["validation"]) == {"auc", "top1"}
+    assert set(result["validation"]) == {"auc", "top1", "auc_lift"}
     events = EventAccumulator(str(tmp_path / "runs"))
     events.Reload()
     assert set(events.Tags()["scalars"]) == set(TAGS)
+    checkpoint = read_checkpoint(tmp_path / "clip.pt")
+    recorded = (checkpoint.objective, checkpoint.image_input, checkpoint.context)
+    assert recorded == (objective, image_input, "command-speed")
     # the served scorer, loaded from the checkpoint, gives the training-time probabilities
-    scorer = OpenClipScorer(checkpoint=str(tmp_path / "clip.pt"))
+    scorer = OpenClipScorer(checkpoint=str(tmp_path / "clip.pt"), image_input=image_input)
     scorer.load()
     assert scorer.image_hw == (32, 32) and scorer.model_side == 16
     held = finetuner.held_out
@@ -64,12 +74,21 @@ def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_mod
     )
     np.testing.assert_allclose(scorer_probabilities(scorer, held), trained, atol=1e-5)
     # and a served 32 px request is resized exactly as the dataset was
-    data_frames = load_frames(tmp_path / "data", 32, show_progress=False, use_cache=False)
-    row = data_frames.command_rows[0]
-    item = ClipItem("x", data_frames.images[0], int(row) + 1, 3.0, (0.0, 0.0))
+    data_frames = load_frames(tmp_path / "data", 32, show_progress=False, use_cache=False, image_input=image_input)
+    row = data_frames.command_rows[30]
+    stack = data_frames.inputs(np.array([30]))[0]
+    history = tuple(stack[:-1]) if image_input == "rgb-history" else ()
+    item = ClipItem("x", data_frames.images[30], int(row) + 1, 3.0, (0.0, 0.0), history)
     served = scorer.anchor_probabilities([item])
-    small = load_frames(tmp_path / "data", 16, show_progress=False)
-    np.testing.assert_allclose(served, scorer.group_probabilities(small.images[:1], [row], [2]), atol=1e-6)
+    small = load_frames(tmp_path / "data", 16, show_progress=False, image_input=image_input)
+    np.testing.assert_allclose(
+        served, scorer.group_probabilities(small.inputs(np.array([30])), [row], [2]), atol=1e-6
+    )
+
+
+def test_junction_balancing_needs_junction_frames(tmp_path, micro_model):
+    with pytest.raises(ValueError, match=r"--junction-share 0\.3: the training frames hold 0 junction"):
+        make_finetuner(tmp_path, micro_model, epochs=1, junction_share=0.3)
 
 
 def test_a_random_weight_model_scores_about_one_half(tmp_path, micro_model):
