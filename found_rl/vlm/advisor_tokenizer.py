@@ -4,7 +4,7 @@ A model that starts from random weights on two CPU cores must not spend its time
 every fixed stretch of text the server's prompt (``vlm_server.answers.build_prompt``, for each
 command, with and without the route-target line) and the expert's answer
 (``found_rl.dataset.text.chat_answer``) contain is one token, and a number is two, its sign and
-integer part (``-0``, ``12``) then its fraction (``.35``). A whole prompt is about 12 tokens and
+integer part (``-0``, ``12``) then its fraction (``.35``). A whole prompt is 10 tokens and
 an answer 11 with its end token (``{"throttle": `` ``0`` ``.35`` ``, "steer": `` ``-0`` ``.12``
 …). Anything else falls back to one token per printable ASCII character, so any text encodes
 and decodes to itself; only other characters become ``<unk>``.
