@@ -1,8 +1,10 @@
-"""``found-rl vlm``: fine-tune a VLM advisor on expert data (``finetune``) and score it (``evaluate``).
+"""``found-rl vlm``: build an untrained VLM advisor (``init``), fine-tune it on expert data, score it (``evaluate``).
 
 Examples::
 
-    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --noise 0.05 --out data/expert
+    found-rl expert collect --scenario scenarios/town_grid.yaml --steps 50000 --perturb-chance 0.05 --out data/expert
+    found-rl vlm init --preset small --out models/advisor-small
+    found-rl vlm finetune --data data/expert --model models/advisor-small --out runs/vlm-cpu --max-minutes 30
     found-rl vlm finetune --data data/expert --model ckpt/InternVL3-1B-hf --out runs/vlm --full --steps 3000
     found-rl vlm evaluate --data data/expert --model runs/vlm/model --json
     found-rl serve --advisor hf --advisor-option model_path=runs/vlm/model --advisor-option device=cuda
@@ -26,8 +28,21 @@ DEFAULT_SPLIT_SEED = 0
 
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="vlm_command", metavar="ACTION", required=True)
+    _configure_init(actions.add_parser("init", help="write an untrained advisor VLM sized for CPU training"))
     _configure_finetune(actions.add_parser("finetune", help="supervised fine-tuning on expert chat samples"))
     _configure_evaluate(actions.add_parser("evaluate", help="score a VLM advisor against the expert"))
+
+
+def _configure_init(parser: argparse.ArgumentParser) -> None:
+    from found_rl.vlm.scratch import PRESETS
+
+    parser.add_argument(
+        "--preset", choices=tuple(PRESETS), default="small",
+        help="model size: tiny (tests, seconds) or small (the 30-minute CPU run; default)",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="model folder to write (new or empty)")
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of the random weights")
+    parser.set_defaults(run=run_init)
 
 
 def _configure_finetune(parser: argparse.ArgumentParser) -> None:
@@ -35,16 +50,28 @@ def _configure_finetune(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, type=Path, help="local image-text-to-text checkpoint folder")
     parser.add_argument("--out", required=True, type=Path, help="run folder (new, or an earlier run with --resume)")
     method = parser.add_mutually_exclusive_group()
-    method.add_argument("--lora", dest="method", action="store_const", const="lora", help="LoRA adapters (default)")
-    method.add_argument("--full", dest="method", action="store_const", const="full", help="train every weight")
-    parser.set_defaults(method="lora")
+    method.add_argument(
+        "--lora", dest="method", action="store_const", const="lora",
+        help="LoRA adapters (default for a pretrained checkpoint)",
+    )
+    method.add_argument(
+        "--full", dest="method", action="store_const", const="full",
+        help="train every weight (default for a `vlm init` model)",
+    )
+    parser.set_defaults(method=None)
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--steps", type=int_at_least(1), help="optimiser steps (default: from --epochs)")
+    parser.add_argument(
+        "--max-minutes", type=finite_float(0, inclusive=False),
+        help="stop after this much training time with a final checkpoint and model; the learning-rate "
+        "schedule then ends at the limit (a resumed run counts the time already trained)",
+    )
     parser.add_argument("--epochs", type=finite_float(0, inclusive=False), default=1.0)
     parser.add_argument("--batch-size", type=int_at_least(1), default=4, help="samples per micro-batch")
     parser.add_argument("--grad-accum", type=int_at_least(1), default=1, help="micro-batches per optimiser step")
     parser.add_argument(
-        "--learning-rate", type=finite_float(0, inclusive=False), help="peak rate (default 2e-4 LoRA, 1e-5 full)"
+        "--learning-rate", type=finite_float(0, inclusive=False),
+        help="peak rate (default 2e-4 LoRA, 1e-5 full; a `vlm init` model's own, e.g. 2e-3)",
     )
     parser.add_argument("--weight-decay", type=finite_float(0, inclusive=True), default=0.0)
     parser.add_argument("--warmup-fraction", type=finite_float(0, inclusive=True, maximum=0.99), default=0.03)
@@ -106,6 +133,40 @@ def _add_split_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
     )
 
 
+def run_init(args: argparse.Namespace) -> int:
+    from found_rl.vlm.scratch import init_advisor
+
+    check_output_dir(args.out, "--out")
+    if args.out.is_dir() and any(args.out.iterdir()):
+        raise ValueError(f"--out {args.out}: folder is not empty; give a new or empty folder for the model")
+    quiet_transformers()
+    card = init_advisor(args.out, args.preset, args.seed)
+    shape = card["architecture"]
+    print(
+        f"wrote an untrained {args.preset} advisor VLM to {args.out}: {card['parameters'] / 1e6:.2f} M parameters, "
+        f"BEV resized to {shape['image_px']} px ({card['image_tokens']} image tokens), "
+        f"{shape['text_layers']}x{shape['text_hidden']} decoder"
+    )
+    print(
+        f"train it: found-rl vlm finetune --data DATA --model {args.out} --out RUN --epochs 10 --batch-size 32 "
+        f"--max-minutes 30 (full training at learning rate {card['finetune']['learning_rate']:g} by default)"
+    )
+    return 0
+
+
+def _method_and_rate(args: argparse.Namespace) -> tuple[str, float | None]:
+    """``--lora``/``--full`` and ``--learning-rate``, defaulting to what a `vlm init` model's card asks for."""
+    from found_rl.vlm.scratch import untrained_card
+
+    card = untrained_card(args.model)
+    if card is None:
+        return args.method or "lora", args.learning_rate
+    suggested = card.get("finetune", {})
+    method = args.method or suggested.get("method", "full")
+    rate = args.learning_rate if args.learning_rate is not None else suggested.get("learning_rate")
+    return method, rate if method == "full" else args.learning_rate
+
+
 def run_finetune(args: argparse.Namespace) -> int:
     from found_rl.vlm.config import FinetuneConfig
     from found_rl.vlm.finetune import Finetuner
@@ -116,17 +177,19 @@ def run_finetune(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--data {args.data}: no such folder")
     if not args.model.is_dir():
         raise FileNotFoundError(f"--model {args.model}: no such folder (a local checkpoint folder is needed)")
+    method, learning_rate = _method_and_rate(args)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     config = FinetuneConfig(
         data=str(args.data.resolve()),
         model=str(args.model.resolve()),
         out=str(args.out),
-        method=args.method,
+        method=method,
         steps=args.steps,
+        max_minutes=args.max_minutes,
         epochs=args.epochs,
         batch_size=args.batch_size,
         grad_accum=args.grad_accum,
-        learning_rate=args.learning_rate,
+        learning_rate=learning_rate,
         weight_decay=args.weight_decay,
         warmup_fraction=args.warmup_fraction,
         max_grad_norm=args.max_grad_norm,
@@ -150,6 +213,9 @@ def run_finetune(args: argparse.Namespace) -> int:
         print(f"{args.out}: already trained {finetuner.step} of {finetuner.total_steps} steps; exporting the model")
     summary = finetuner.run()
     eval_loss = summary.get("eval_answer_loss")
+    if summary["stopped_by"] == "max_minutes":
+        limit, steps = args.max_minutes, summary["steps"]
+        print(f"stopped at --max-minutes {limit:g} after {steps} of {finetuner.total_steps} steps")
     print(
         f"trained {summary['steps']} steps on {summary['train_samples']} samples "
         f"({len(summary['train_episodes'])} episodes; {summary['eval_samples']} held out): answer loss "

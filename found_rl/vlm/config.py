@@ -29,6 +29,9 @@ class FinetuneConfig:
         out: run folder.
         method: ``lora`` (adapters on the language model, merged at the end) or ``full``.
         steps: optimiser steps; None derives them from ``epochs``.
+        max_minutes: stop after this much training time (the run's total: a resumed run counts
+            the time already trained), with a final checkpoint and the exported model; the
+            warm-up and cosine decay then run over whichever comes first, the steps or the time.
         epochs: passes over the training episodes when ``steps`` is None.
         batch_size: samples per micro-batch; ``grad_accum`` micro-batches make one step.
         learning_rate: peak rate (None: 2e-4 for LoRA, 1e-5 for full), linear warm-up then cosine.
@@ -50,6 +53,7 @@ class FinetuneConfig:
     out: str
     method: str = "lora"
     steps: int | None = None
+    max_minutes: float | None = None
     epochs: float = 1.0
     batch_size: int = 4
     grad_accum: int = 1
@@ -82,6 +86,8 @@ class FinetuneConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(self, name)}")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"--steps must be >= 1, got {self.steps}")
+        if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
+            raise ValueError(f"--max-minutes must be a number of minutes > 0, got {self.max_minutes}")
         if not (math.isfinite(self.epochs) and self.epochs > 0):
             raise ValueError(f"--epochs must be > 0, got {self.epochs}")
         if self.learning_rate is None:

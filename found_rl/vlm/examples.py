@@ -101,7 +101,12 @@ def _example(path: Path, key: str, group: dict[str, bytes]) -> ChatExample:
     where = f"{path}: sample {key}"
     missing = sorted({"png", "json", "chat.json"} - set(group))
     if missing:
-        raise ValueError(f"{where}: lacks {', '.join(missing)} (a chat sample needs png, json and chat.json)")
+        no_chat = (
+            "; it has no chat turn, so there is nothing to train a VLM on: collect the data with "
+            "`found-rl expert collect`, which writes one per sample"
+            if "chat.json" in missing else ""
+        )
+        raise ValueError(f"{where}: lacks {', '.join(missing)} (a chat sample needs png, json and chat.json){no_chat}")
     try:
         chat = json.loads(group["chat.json"])
         human, gpt = chat["conversations"]

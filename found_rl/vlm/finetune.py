@@ -7,7 +7,12 @@ Run folder (``--out``)::
     tensorboard/        losses/answer_loss, losses/eval_answer_loss, charts/learning_rate, perf/*
     model/              the servable model: LoRA merged into the weights (or the full model),
                         its processor, and found_rl_advisor.json (the BEV size it was trained on)
-    summary.json        steps, final losses, tokens/s and samples/s, the episode split
+    summary.json        steps, why it stopped, training time, final losses, tokens/s and
+                        samples/s, the episode split
+
+With ``max_minutes`` the run stops at that training time (checkpoint, export, summary as at
+the last step) and its learning-rate schedule runs on whichever of the steps or the time is
+further along, so a time-limited run still ends its cosine decay at the limit.
 
 The batch order is a pure function of the seed and the step (a fresh seeded permutation per
 epoch), so a resumed run sees exactly the batches an uninterrupted one would.
@@ -31,6 +36,7 @@ from found_rl.vlm.batches import count_tokens, encode_batch
 from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_device, resolve_precision
 from found_rl.vlm.examples import load_chat_examples, split_episodes
 from found_rl.vlm.lora import add_lora, merged
+from found_rl.vlm.scratch import untrained_card
 
 CHECKPOINT_FORMAT = "found-rl-vlm-finetune"
 TAGS = (
@@ -74,8 +80,10 @@ class Finetuner:
         self.total_steps = config.steps or max(1, math.ceil(config.epochs * len(self.train) / per_step))
         self.device = resolve_device(config.device)
         self.autocast_dtype = resolve_precision(config.precision, self.device)
-        self._load_model()
         self.step = 0
+        self.train_seconds = 0.0  # training time of the run before this session's loop
+        self._loop_started: float | None = None
+        self._load_model()
         self.metrics: dict[str, float] = {}
         if resume and (self.out / "checkpoint.pt").is_file():
             self._restore(torch.load(self.out / "checkpoint.pt", map_location="cpu", weights_only=True))
@@ -109,6 +117,11 @@ class Finetuner:
 
         config = self.config
         check_image_text_to_text(config.model, config.trust_remote_code)
+        if config.method == "lora" and untrained_card(config.model) is not None:
+            raise ValueError(
+                f"--lora: model {config.model} was initialised from scratch by `found-rl vlm init`, so its "
+                "weights hold nothing for adapters to build on; train every weight with --full"
+            )
         self.processor = AutoProcessor.from_pretrained(config.model, trust_remote_code=config.trust_remote_code)
         check_chat_template(self.processor, config.model)
         # LoRA on a GPU: frozen base weights in the autocast dtype (half the memory); adapters
@@ -136,8 +149,10 @@ class Finetuner:
         self.optimizer = torch.optim.AdamW(
             self.trainable.values(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
-        warmup = int(config.warmup_fraction * self.total_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _warmup_cosine(warmup, self.total_steps))
+        schedule = _warmup_cosine(int(config.warmup_fraction * self.total_steps), self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: schedule(self.schedule_position(step))
+        )
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -153,12 +168,30 @@ class Finetuner:
         self.scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
+        self.train_seconds = float(state.get("train_seconds", 0.0))
         self.metrics = dict(state.get("metrics", {}))
+
+    # --- time ------------------------------------------------------------------------------
+
+    def elapsed_s(self) -> float:
+        """The run's training time so far: earlier sessions (from the checkpoint) plus this loop's wall time."""
+        running = 0.0 if self._loop_started is None else time.perf_counter() - self._loop_started
+        return self.train_seconds + running
+
+    def out_of_time(self) -> bool:
+        limit = self.config.max_minutes
+        return limit is not None and self.elapsed_s() >= 60.0 * limit
+
+    def schedule_position(self, step: int) -> float:
+        """The step the learning-rate schedule is at: ``step``, or further on when the time limit comes first."""
+        if self.config.max_minutes is None:
+            return float(step)
+        return max(float(step), self.elapsed_s() / (60.0 * self.config.max_minutes) * self.total_steps)
 
     # --- the loop ----------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Train to ``total_steps``, checkpoint, export ``model/``; returns the summary."""
+        """Train to ``total_steps`` (or ``max_minutes``), checkpoint, export ``model/``; returns the summary."""
         from torch.utils.tensorboard import SummaryWriter
         from tqdm import tqdm
 
@@ -168,10 +201,11 @@ class Finetuner:
         writer = SummaryWriter(str(self.out / "tensorboard"))
         window = _Throughput()
         first, total = _Throughput(), _Throughput()  # the first step pays for warm-up: kept apart
+        self._loop_started = time.perf_counter()
         try:
             with tqdm(total=self.total_steps, initial=self.step, unit="step", desc="finetune",
                       disable=not self.show_progress) as bar:
-                while self.step < self.total_steps:
+                while self.step < self.total_steps and not self.out_of_time():
                     started = time.perf_counter()
                     loss, tokens, samples = self._train_step()
                     elapsed = time.perf_counter() - started
@@ -179,28 +213,31 @@ class Finetuner:
                     (total if first.steps else first).add(tokens, samples, elapsed)
                     self.step += 1
                     self.metrics["answer_loss"] = loss
-                    if self.step % config.log_every == 0 or self.step == self.total_steps:
+                    last = self.step == self.total_steps or self.out_of_time()
+                    if self.step % config.log_every == 0 or last:
                         writer.add_scalar("losses/answer_loss", loss, self.step)
                         writer.add_scalar("charts/learning_rate", self.scheduler.get_last_lr()[0], self.step)
                         writer.add_scalar("perf/tokens_per_s", window.tokens_per_s, self.step)
                         writer.add_scalar("perf/samples_per_s", window.samples_per_s, self.step)
                         bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{window.tokens_per_s:.0f}")
                         window = _Throughput()
-                    if config.eval_every and self.held_out and (
-                        self.step % config.eval_every == 0 or self.step == self.total_steps
-                    ):
+                    if config.eval_every and self.held_out and (self.step % config.eval_every == 0 or last):
                         self.metrics["eval_answer_loss"] = self.eval_loss()
                         writer.add_scalar("losses/eval_answer_loss", self.metrics["eval_answer_loss"], self.step)
-                    if self.step % config.save_every == 0 or self.step == self.total_steps:
+                    if self.step % config.save_every == 0 or last:
                         self.save_checkpoint()
                     bar.update(1)
         finally:
+            self.train_seconds = self.elapsed_s()
+            self._loop_started = None
             writer.close()
         self.export()
         if not total.steps:  # a one-step run: its only step is all there is
             total = first
         summary = {
             "steps": self.step,
+            "stopped_by": "steps" if self.step >= self.total_steps else "max_minutes",
+            "train_seconds": self.train_seconds,
             **self.metrics,
             "tokens_per_s": total.tokens_per_s,
             "samples_per_s": total.samples_per_s,
@@ -300,6 +337,7 @@ class Finetuner:
             "scaler": self.scaler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "metrics": self.metrics,
+            "train_seconds": self.elapsed_s(),
         }
         with replaced_atomically(path) as tmp:
             torch.save(state, tmp)
@@ -322,6 +360,7 @@ class Finetuner:
                 "base_model": str(self.config.model),
                 "method": self.config.method,
                 "steps": self.step,
+                "train_seconds": round(self.train_seconds, 1),
                 "data": str(self.config.data),
                 "eval_fraction": self.config.eval_fraction,
                 "split_seed": self.config.split_seed,

@@ -3,7 +3,9 @@
 The tokenizer is character-level over printable ASCII, so every prompt and JSON answer is
 representable and the model can in principle learn the answer format; the vision tower takes
 32 px images and its processor resizes any BEV to that. About 60k parameters: a training step
-takes milliseconds on one CPU core. It is a stand-in for pipelines, never a driver.
+takes milliseconds on one CPU core. It stands in for a pretrained checkpoint with a general
+tokenizer in pipeline tests, never a driver; ``found_rl.vlm.scratch`` builds the advisor that
+is meant to learn (``found-rl vlm init``).
 """
 
 from __future__ import annotations
@@ -36,23 +38,28 @@ def build_tiny_vlm(
             which the 32 px vision tower then refuses (for the server's image-size check).
         chat_template: None saves a checkpoint without one (for the chat-template check).
     """
-    import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-        PreTrainedTokenizerFast,
+    from found_rl.vlm.scratch import Architecture, build_llava
+
+    architecture = Architecture(
+        image_px=IMAGE_PX, patch_px=16, vision_hidden=hidden_size, vision_layers=1, vision_heads=2,
+        text_hidden=hidden_size, text_layers=layers, text_heads=2, mlp_ratio=2,
     )
+    build_llava(
+        directory, character_tokenizer(), architecture, chat_template, seed=seed, resize_images=resize_images
+    )
+    return Path(directory)
+
+
+def character_tokenizer():
+    """One token per printable ASCII character, plus the special tokens."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     vocab = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *string.printable])}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="<unk>",
         pad_token="<pad>",
@@ -60,51 +67,6 @@ def build_tiny_vlm(
         eos_token="</s>",
         extra_special_tokens={"image_token": "<image>"},
     )
-    vision = CLIPVisionConfig(
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=IMAGE_PX,
-        patch_size=16,
-    )
-    text = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        pad_token_id=vocab["<pad>"],
-        bos_token_id=vocab["<s>"],
-        eos_token_id=vocab["</s>"],
-    )
-    config = LlavaConfig(
-        vision_config=vision, text_config=text, image_token_index=vocab["<image>"], vision_feature_layer=-1
-    )
-    torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config)
-    model.generation_config.pad_token_id = vocab["<pad>"]
-    model.generation_config.eos_token_id = vocab["</s>"]
-    image_processor = CLIPImageProcessor(
-        size={"shortest_edge": IMAGE_PX},
-        crop_size={"height": IMAGE_PX, "width": IMAGE_PX},
-        do_resize=resize_images,
-        do_center_crop=resize_images,
-    )
-    processor = LlavaProcessor(
-        image_processor=image_processor,
-        tokenizer=fast,
-        patch_size=16,
-        vision_feature_select_strategy="full",
-        chat_template=chat_template,
-        num_additional_image_tokens=0,
-    )
-    directory = Path(directory)
-    model.save_pretrained(directory)
-    processor.save_pretrained(directory)
-    return directory
 
 
 def write_tiny_dataset(directory: str | Path, episodes: int = 4, steps: int = 5, image_px: int = 192, seed: int = 0):

@@ -80,12 +80,18 @@ def test_image_size_option_is_checked(size):
 def test_folder_that_is_not_an_image_text_to_text_checkpoint_is_refused(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    with pytest.raises(ValueError, match=r"no config\.json"):
+    with pytest.raises(ValueError, match=rf"model {tmp_path}: no config\.json there \(the folder is empty\)"):
         HuggingFaceAdvisor(model_path=str(tmp_path)).load()
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"no config\.json there \(it holds weights\.bin\)"):
+        HuggingFaceAdvisor(model_path=str(tmp_path)).load()
+    (tmp_path / "weights.bin").unlink()
     LlamaForCausalLM(
         LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=8, num_hidden_layers=1, num_attention_heads=1)
     ).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="model type 'llama' is not an image-text-to-text model"):
+    with pytest.raises(
+        ValueError, match=r"model type 'llama' \(architectures: LlamaForCausalLM\) is not an image-text-to-text model"
+    ):
         HuggingFaceAdvisor(model_path=str(tmp_path)).load()
     with pytest.raises(FileNotFoundError, match="no such folder"):
         HuggingFaceAdvisor(model_path=str(tmp_path / "missing")).load()

@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 import torch
 
@@ -62,3 +64,49 @@ def test_constructor_needs_a_path_or_objects():
         HuggingFaceAdvisor()
     with pytest.raises(ValueError, match="dtype"):
         HuggingFaceAdvisor(model_path="x", dtype="float8")
+
+
+async def test_unparseable_answers_are_failed_labels_counted_and_the_batch_is_served(
+    aiohttp_client, server_config, tiny_llava, monkeypatch, rgb
+):
+    from vlm_server.app import create_app
+    from vlm_server.images import encode_image
+
+    processor, model = tiny_llava
+    tokenizer = processor.tokenizer
+    good = tokenizer('{ "throttle" : 0.5 , "steer" : -0.2 , "brake" : 0.0 }', add_special_tokens=False).input_ids
+    bad = tokenizer("w10 w11 w12", add_special_tokens=False).input_ids
+    bad = bad + [tokenizer.pad_token_id] * (len(good) - len(bad))
+
+    def generate(input_ids, **kwargs):  # rows alternate: a JSON answer, then words that are none
+        answers = torch.tensor([good if row % 2 == 0 else bad for row in range(len(input_ids))])
+        return torch.cat([input_ids, answers], dim=1)
+
+    monkeypatch.setattr(model, "generate", generate)
+    advisor = HuggingFaceAdvisor(processor=processor, model=model, image_size=32)
+    client = await aiohttp_client(
+        create_app(server_config(batching={"max_batch_size": 8, "max_wait_ms": 50.0}), advisor_backend=advisor)
+    )
+    while (await client.get("/readyz")).status != 200:
+        await asyncio.sleep(0.01)
+    items = [{"id": str(i), "command": 4, "speed_mps": 1.0, "image": encode_image(rgb(32, 32, seed=i))}
+             for i in range(4)]
+    response = await client.post("/v1/advise", json={"items": items})
+    assert response.status == 200
+    replies = (await response.json())["items"]
+    assert [reply["ok"] for reply in replies] == [True, False, True, False]
+    assert replies[0]["action"] == pytest.approx([0.5, -0.2])
+    assert "unparseable answer" in replies[1]["error"] and replies[1]["text"] == "w10 w11 w12"
+    assert advisor.parse_failures == 2
+    metrics = await (await client.get("/metrics")).text()
+    assert 'vlm_server_errors_total{backend="advisor",kind="item"} 2.0' in metrics
+    again = await client.post("/v1/advise", json=items[0])  # the server goes on serving
+    assert (await again.json())["ok"] is True
+
+
+def test_a_folder_given_as_model_is_the_model_path(tmp_path):
+    advisor = HuggingFaceAdvisor(model=str(tmp_path))  # --advisor-option model=DIR
+    assert advisor.model_path == str(tmp_path) and advisor.model is None
+    assert HuggingFaceAdvisor(model=tmp_path, model_path=str(tmp_path)).model_path == str(tmp_path)
+    with pytest.raises(ValueError, match="model or as model_path, not both"):
+        HuggingFaceAdvisor(model=str(tmp_path), model_path="other")

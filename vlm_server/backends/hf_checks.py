@@ -36,16 +36,33 @@ def check_image_text_to_text(model_path: str | Path, trust_remote_code: bool = F
             raise FileNotFoundError(f"model {model_path}: no such folder")
         return
     if not (path / "config.json").is_file():
-        raise ValueError(f"model {model_path}: no config.json there, so it is not a Hugging Face checkpoint folder")
+        raise ValueError(
+            f"model {model_path}: no config.json there ({_contents(path)}), so it is not a Hugging Face "
+            "checkpoint folder; pass the folder that holds config.json, e.g. a `found-rl vlm init --out` "
+            "folder or a fine-tuning run's model/"
+        )
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     auto_map = getattr(config, "auto_map", None) or {}
     if type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING or "AutoModelForImageTextToText" in auto_map:
         return
+    architectures = ", ".join(getattr(config, "architectures", None) or []) or "none named"
     raise ValueError(
-        f"model {model_path}: model type {config.model_type!r} is not an image-text-to-text model "
+        f"model {model_path}: model type {config.model_type!r} (architectures: {architectures}) is not an "
+        "image-text-to-text model "
         "(AutoModelForImageTextToText has no class for it); pass a vision-language checkpoint such as "
         "LLaVA, Qwen2.5-VL or InternVL (transformers-format, e.g. OpenGVLab/InternVL3-1B-hf)"
     )
+
+
+def _contents(path: Path, shown: int = 6) -> str:
+    """What a folder that should be a checkpoint holds, for the error message."""
+    if not path.is_dir():
+        return "it is a file, not a folder"
+    names = sorted(entry.name for entry in path.iterdir())
+    if not names:
+        return "the folder is empty"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return "it holds " + ", ".join(names[:shown]) + more
 
 
 def check_chat_template(processor: Any, model_path: str | Path | None) -> None:

@@ -9,6 +9,7 @@ on exactly this text, so a fine-tuned model sees at serving time what it was tra
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,9 @@ class HuggingFaceAdvisor:
         trust_remote_code: needed by some checkpoints (e.g. InternVL).
         image_size: BEV side in px the requests carry; the server refuses other sizes. Default:
             the size recorded by ``found-rl vlm finetune`` in the model folder, else 192.
-        processor, model: already-built objects (tests, notebooks); skip loading.
+        processor, model: already-built objects (tests, notebooks); skip loading. ``model`` may
+            also be the checkpoint folder itself (``--advisor-option model=DIR``), the same as
+            ``model_path``.
 
     ``load`` refuses a folder that is not an image-text-to-text checkpoint, a processor
     without a chat template, and a model that cannot take ``image_size`` images.
@@ -67,6 +70,10 @@ class HuggingFaceAdvisor:
         processor: Any = None,
         model: Any = None,
     ) -> None:
+        if isinstance(model, (str, os.PathLike)):
+            if model_path is not None and str(model_path) != str(model):
+                raise ValueError(f"give the checkpoint as model or as model_path, not both ({model!s}, {model_path!s})")
+            model_path, model = str(model), None
         if model_path is None and (processor is None or model is None):
             raise ValueError(
                 "HuggingFaceAdvisor needs model_path, or both processor and model"

@@ -1,7 +1,8 @@
-"""``found-rl vlm`` end to end on CPU: collect -> finetune -> evaluate -> serve -> ``eval --agent advisor:``.
+"""``found-rl vlm`` end to end on CPU: collect -> init -> finetune -> evaluate -> serve -> ``eval --agent advisor:``.
 
-A tiny random LLaVA stands in for the VLM, so the scores mean nothing; what is checked is that
-every stage reads what the previous one wrote and the served model drives a closed-loop route.
+``vlm init --preset tiny`` makes the VLM and a few steps train it, so the scores mean nothing;
+what is checked is that every stage reads what the previous one wrote and the served model
+drives a closed-loop route.
 """
 
 import json
@@ -20,6 +21,7 @@ pytest.importorskip("transformers")  # optional extra: found-rl[hf]
 pytest.importorskip("peft")
 
 from found_rl import cli
+from found_rl.vlm.scratch import PRESETS, init_advisor
 from found_rl.vlm.tiny import write_tiny_dataset
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,7 +67,7 @@ class Server:
         self.log = log.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "found_rl", "serve", "--port", str(self.port), "--advisor", "hf",
-             "--advisor-option", f"model_path={model}", "--max-batch-size", "4", "--log-level", "WARNING"],
+             "--advisor-option", f"model={model}", "--max-batch-size", "4", "--log-level", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=self.log,
         )
 
@@ -100,22 +102,26 @@ class Server:
 
 
 @pytest.mark.slow
-def test_collect_finetune_evaluate_serve_and_drive(tmp_path, tiny_model, short_town, capsys):
-    data, run = tmp_path / "data", tmp_path / "run"
+def test_collect_init_finetune_evaluate_serve_and_drive(tmp_path, short_town, capsys):
+    data, model, run = tmp_path / "data", tmp_path / "model", tmp_path / "run"
     code, _, err = run_cli(
         ["expert", "collect", "--scenario", str(short_town), "--steps", "30", "--out", str(data), "--no-progress"],
         capsys,
     )
     assert code == 0, err
+    code, out, err = run_cli(["vlm", "init", "--preset", "tiny", "--out", str(model)], capsys)
+    assert code == 0, err
+    assert f"untrained tiny advisor VLM to {model}" in out and "--max-minutes 30" in out
 
     code, out, err = run_cli(
-        ["vlm", "finetune", "--data", str(data), "--model", str(tiny_model), "--out", str(run), "--full",
-         "--steps", "3", "--batch-size", "4", "--learning-rate", "1e-3", "--eval-fraction", "0.34",
-         "--eval-every", "3", "--no-progress"],
+        ["vlm", "finetune", "--data", str(data), "--model", str(model), "--out", str(run),
+         "--steps", "3", "--batch-size", "4", "--eval-fraction", "0.34", "--eval-every", "3", "--no-progress"],
         capsys,
     )
     assert code == 0, err
     assert "trained 3 steps" in out and f"model_path={run / 'model'}" in out
+    settings = json.loads((run / "config.json").read_text())  # a `vlm init` model trains fully, at its own rate
+    assert settings["method"] == "full" and settings["learning_rate"] == PRESETS["tiny"].learning_rate
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_episodes"] and summary["eval_samples"] > 0
 
@@ -156,6 +162,19 @@ def test_collect_finetune_evaluate_serve_and_drive(tmp_path, tiny_model, short_t
         (["finetune", "--data", "empty", "--model", "nomodel", "--out", "run"], "--model nomodel: no such folder"),
         (["finetune", "--data", "empty", "--model", "MODEL", "--out", "afile"], "--out afile: is a file"),
         (["finetune", "--data", "empty", "--model", "MODEL", "--out", "run", "--steps", "0"], "--steps"),
+        (["finetune", "--data", "data", "--model", "MODEL", "--out", "run", "--max-minutes", "0"], "--max-minutes"),
+        (["finetune", "--data", "data", "--model", "MODEL", "--out", "run", "--max-minutes", "-1"], "--max-minutes"),
+        (["finetune", "--data", "data", "--model", "empty", "--out", "run", "--eval-fraction", "0"],
+         "empty: no config.json there (the folder is empty), so it is not a Hugging Face checkpoint folder"),
+        (["finetune", "--data", "data", "--model", "textonly", "--out", "run", "--eval-fraction", "0"],
+         "model type 'llama' (architectures: LlamaForCausalLM) is not an image-text-to-text model"),
+        (["finetune", "--data", "data", "--model", "scratch", "--out", "run", "--eval-fraction", "0", "--lora"],
+         "--lora: model"),
+        (["evaluate", "--data", "data", "--model", "empty", "--split", "all"],
+         "no config.json there (the folder is empty)"),
+        (["init", "--preset", "tiny", "--out", "afile"], "--out afile: is a file"),
+        (["init", "--preset", "tiny", "--out", "data"], "--out data: folder is not empty"),
+        (["init", "--preset", "huge", "--out", "new"], "--preset: invalid choice: 'huge'"),
         (["evaluate", "--data", "empty", "--model", "MODEL"], "no dataset manifest"),
         (["evaluate", "--data", "empty", "--model", "MODEL", "--eval-fraction", "1.5"], "--eval-fraction"),
         (["evaluate", "--data", "data", "--model", "MODEL", "--eval-fraction", "0"], "--split eval: --data data has"),
@@ -167,6 +186,23 @@ def test_bad_input_exits_2_with_one_line(tmp_path, tiny_model, monkeypatch, caps
     Path("empty").mkdir()
     Path("afile").write_text("x")
     write_tiny_dataset("data", episodes=1, steps=2)
+    if "textonly" in argv:
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                     num_attention_heads=1)).save_pretrained("textonly")
+    if "scratch" in argv:
+        init_advisor("scratch", "tiny")
     code, _, err = run_cli(["vlm", *[str(tiny_model) if a == "MODEL" else a for a in argv]], capsys)
     assert code == 2
     assert message in err.strip().splitlines()[-1], err  # argparse's own errors come after its usage line
+
+
+def test_dataset_without_chat_turns_is_refused_naming_the_sample(tmp_path, tiny_model, capsys, drop_shard_members):
+    data = write_tiny_dataset(tmp_path / "data", episodes=1, steps=2)
+    drop_shard_members(data / "shard-000000.tar", ".chat.json")
+    code, _, err = run_cli(
+        ["vlm", "finetune", "--data", str(data), "--model", str(tiny_model), "--out", str(tmp_path / "run")], capsys
+    )
+    assert code == 2
+    assert "sample 000000000: lacks chat.json" in err and "has no chat turn" in err

@@ -7,7 +7,10 @@ from found_rl.vlm.config import FinetuneConfig, resolve_device, resolve_precisio
 
 
 @pytest.mark.parametrize(("field", "value", "flag"), [("grad_accum", 0, "--grad-accum"), ("steps", 0, "--steps"),
-                                                      ("method", "qlora", "method"), ("epochs", -1.0, "--epochs")])
+                                                      ("method", "qlora", "method"), ("epochs", -1.0, "--epochs"),
+                                                      ("max_minutes", 0.0, "--max-minutes"),
+                                                      ("max_minutes", -2.0, "--max-minutes"),
+                                                      ("max_minutes", float("nan"), "--max-minutes")])
 def test_bad_settings_name_their_flag(field, value, flag):
     with pytest.raises(ValueError, match=flag):
         FinetuneConfig(data="d", model="m", out="o", **{field: value})

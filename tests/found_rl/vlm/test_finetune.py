@@ -1,6 +1,7 @@
 """Fine-tuning on the tiny LLaVA: learning, exact resume, the servable export, logging, bad input."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -126,7 +127,7 @@ def test_text_only_checkpoint_is_refused(expert_data, tmp_path):
 
     LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
                                  num_attention_heads=1)).save_pretrained(tmp_path / "llama")
-    with pytest.raises(ValueError, match="model type 'llama' is not an image-text-to-text model"):
+    with pytest.raises(ValueError, match=r"llama.*model type 'llama' \(architectures: LlamaForCausalLM\) is not an"):
         Finetuner(config(expert_data, tmp_path / "llama", tmp_path / "run"))
 
 
@@ -148,3 +149,32 @@ def test_out_of_gpu_memory_suggests_a_batch_size(expert_data, tiny_vlm_dir, tmp_
     monkeypatch.setattr(finetuner.model, "forward", out_of_memory)
     with pytest.raises(ValueError, match="out of GPU memory at --batch-size 8: try --batch-size 4 --grad-accum 2"):
         finetuner.run()
+
+
+def test_max_minutes_stops_after_the_step_that_reaches_it_with_a_checkpoint_and_the_model(
+    expert_data, tiny_vlm_dir, tmp_path, monkeypatch
+):
+    run = tmp_path / "run"
+    settings = {"steps": 3, "save_every": 100, "eval_every": 0}
+    finetuner = Finetuner(config(expert_data, tiny_vlm_dir, run, max_minutes=0.01, **settings), show_progress=False)
+    train_step = finetuner._train_step
+
+    def slow_step():
+        time.sleep(0.7)  # one step outlasts 0.01 min
+        return train_step()
+
+    monkeypatch.setattr(finetuner, "_train_step", slow_step)
+    summary = finetuner.run()
+    assert summary["steps"] == 1 and summary["stopped_by"] == "max_minutes" and summary["train_seconds"] >= 0.6
+    state = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert state["step"] == 1 and state["train_seconds"] >= 0.6
+    assert (run / "model" / "config.json").is_file() and json.loads((run / "summary.json").read_text())["steps"] == 1
+    assert finetuner.scheduler.get_last_lr()[0] == pytest.approx(0.0)  # the schedule ended at the limit
+
+    again = Finetuner(config(expert_data, tiny_vlm_dir, run, max_minutes=0.01, **settings), resume=True,
+                      show_progress=False)
+    assert again.run()["steps"] == 1  # the time already trained counts: nothing left
+    longer = Finetuner(config(expert_data, tiny_vlm_dir, run, max_minutes=5.0, **settings), resume=True,
+                       show_progress=False)
+    finished = longer.run()
+    assert finished["steps"] == 3 and finished["stopped_by"] == "steps"
