@@ -16,9 +16,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from found_rl.sim.snapshot import STEP_S
 
 from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
-from found_rl.sim.snapshot import STEP_S
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import resize_area
