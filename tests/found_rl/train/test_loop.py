@@ -128,3 +128,19 @@ def test_drqv2_trains_with_guidance_and_its_policy_loads(tmp_path):
     assert result.updates > 0 and result.label_coverage > 0.5
     assert trainer.learner.config.awag_schedule == "drqv2_cosine"  # DrQ-v2's own default kept
     assert load_policy(tmp_path / "run" / "policy.pt").spec.algo == "drqv2"
+
+
+def test_episodes_cut_by_global_truncation_are_charted_too(finished_run):
+    """Charting only self-ended episodes reads training RC low (survivorship): every end counts."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir, result = finished_run
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    cut = [event.value for event in events.Scalars(tags.EPISODE_CUT_BY_FAST)]
+    # the tiny run's episodes (60-step horizon, 150-step env limit) are all cut by FAST: before
+    # issue 25 none of them reached the charts
+    assert cut and set(cut) <= {0.0, 1.0} and 1.0 in cut
+    for tag in (tags.EPISODIC_RETURN, tags.EPISODIC_LENGTH, tags.ROUTE_COMPLETION):
+        assert len(events.Scalars(tag)) == len(cut), tag
+    assert all(event.value >= 1 for event in events.Scalars(tags.EPISODIC_LENGTH))
