@@ -17,6 +17,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.errors import UserError, as_user_error
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -78,9 +79,9 @@ def _device(name: str):
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
+        raise UserError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
     return device
 
 
@@ -162,14 +163,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
     device = _device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    scorer = OpenClipScorer(checkpoint=str(args.checkpoint), device=str(device))
-    scorer.load()
     from vlm_server.clip_checkpoint import read_checkpoint
 
-    training = read_checkpoint(args.checkpoint).training
+    with as_user_error():  # a file that is no CLIP checkpoint
+        scorer = OpenClipScorer(checkpoint=str(args.checkpoint), device=str(device))
+        scorer.load()
+        training = read_checkpoint(args.checkpoint).training
     frames = load_frames(args.data, scorer.model_side, args.max_frames, show_progress=not args.no_progress)
     if frames.input_size != scorer.image_hw[0]:
-        raise ValueError(
+        raise UserError(
             f"--data {args.data}: BEVs are {frames.input_size} px, "
             f"the checkpoint was trained on {scorer.image_hw[0]} px"
         )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from found_rl.atomic import replaced_atomically
 from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_file
+from found_rl.errors import UserError
 
 if TYPE_CHECKING:
     from found_rl.scenario import Scenario
@@ -105,7 +106,7 @@ def _world(path: Path, *, map_only: bool = False):
     else:
         scenario = load_scenario(path)
     if scenario.backend != "sumo":
-        raise ValueError(
+        raise UserError(
             f"{path}: backend: this command needs a sumo scenario, got {scenario.backend!r}"
         )
     net_path = build_network(scenario.map)
@@ -137,7 +138,7 @@ def _plan_routes(scenario, planner):
         try:
             routes.append(planner.plan(spec))
         except ValueError as exc:
-            raise ValueError(f"{scenario.routes.file}: {exc}") from None
+            raise UserError(f"{scenario.routes.file}: {exc}") from None
     return routes
 
 
@@ -227,10 +228,10 @@ def run_routes(args: argparse.Namespace) -> int:
     from found_rl.routes.generate import generate_routes
 
     if not (math.isfinite(args.length_m) and args.length_m > 10):
-        raise ValueError(f"--length-m must be a finite number > 10, got {args.length_m}")
+        raise UserError(f"--length-m must be a finite number > 10, got {args.length_m}")
     check_output_file(args.out, "--out")
     if args.out.resolve() == args.scenario.resolve():
-        raise ValueError(f"--out {args.out}: is the --scenario file itself; pass a routes.xml path")
+        raise UserError(f"--out {args.out}: is the --scenario file itself; pass a routes.xml path")
     _, _, _, planner = _world(args.scenario, map_only=True)
     routes = generate_routes(
         planner,
@@ -252,13 +253,13 @@ def _route_town(routes_path: Path, town: str | None, map_stem: str) -> str:
     towns = sorted({spec.town for spec in parse_routes(routes_path)})
     if town is not None:
         if town not in towns:
-            raise ValueError(f"--town {town}: {routes_path} has no route of that town; it has {towns}")
+            raise UserError(f"--town {town}: {routes_path} has no route of that town; it has {towns}")
         return town
     if map_stem in towns:
         return map_stem
     if len(towns) == 1:
         return towns[0]
-    raise ValueError(f"--routes {routes_path}: holds routes of towns {towns}; say which with --town")
+    raise UserError(f"--routes {routes_path}: holds routes of towns {towns}; say which with --town")
 
 
 def run_import_town(args: argparse.Namespace) -> int:
@@ -275,7 +276,7 @@ def run_import_town(args: argparse.Namespace) -> int:
 
     xodr = args.xodr
     if not xodr.is_file() or xodr.suffix != ".xodr":
-        raise ValueError(f"{xodr}: expected an existing OpenDRIVE .xodr file")
+        raise UserError(f"{xodr}: expected an existing OpenDRIVE .xodr file")
     check_output_file(args.out, "--out")
     folder = args.out.resolve().parent
     folder.mkdir(parents=True, exist_ok=True)  # relative paths resolve through it

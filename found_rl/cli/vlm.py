@@ -19,6 +19,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir
+from found_rl.errors import UserError
 
 DEFAULT_EVAL_FRACTION = 0.1
 DEFAULT_SPLIT_SEED = 0
@@ -172,7 +173,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     eval_fraction, split_seed = _split_settings(args)
     examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
     if not examples:
-        raise ValueError(
+        raise UserError(
             f"--split {args.split}: --data {args.data} has no samples in those episodes "
             f"(--eval-fraction {eval_fraction:g}); use --split all to score every sample"
         )
@@ -245,7 +246,7 @@ def quiet_transformers() -> None:
     try:
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        raise ValueError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
+        raise UserError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     # peft calls a transformers property that v5 deprecates; nothing a user can act on

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from found_rl.clip.data import ClipFrames
 from found_rl.clip.quality import RewardQuality, prior_probabilities, reward_quality
 from found_rl.dataset.shards import MANIFEST_NAME
+from found_rl.errors import UserError
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
 from vlm_server.clip_preprocess import normalise
 
@@ -90,7 +91,7 @@ def held_out_scope(frames: ClipFrames, training: dict, data_dir: str | Path) -> 
     held_out = np.asarray(training.get("held_out_episodes", []), dtype=np.int64)
     mask = np.isin(frames.episodes, held_out)
     if not mask.any():
-        raise ValueError(
+        raise UserError(
             f"--data {data_dir}: is the checkpoint's training data but none of its held-out episodes are here"
         )
     return mask, f"held-out episodes ({len(held_out)} of {len(np.unique(frames.episodes))}, {int(mask.sum())} frames)"

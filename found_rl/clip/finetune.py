@@ -26,6 +26,7 @@ from found_rl.clip.evaluate import caption_tokens, model_probabilities
 from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions
 from found_rl.clip.model import ClipModel, create_clip_model
 from found_rl.clip.quality import reward_quality
+from found_rl.errors import UserError, as_user_error
 from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
 from vlm_server.clip_preprocess import normalise
 
@@ -122,7 +123,7 @@ class Finetuner:
         logdir: Path | None = None,
     ) -> None:
         if len(train) < config.batch_size:
-            raise ValueError(
+            raise UserError(
                 f"--batch-size {config.batch_size}: larger than the {len(train)} training frames"
             )
         self.config, self.train_frames, self.held_out, self.data, self.out = config, train, held_out, data, out
@@ -141,18 +142,20 @@ class Finetuner:
         self.logdir = logdir
 
     def _resume(self) -> None:
-        checkpoint = read_checkpoint(self.out)
+        with as_user_error():  # --out holds no CLIP checkpoint to resume
+            checkpoint = read_checkpoint(self.out)
         training = checkpoint.training
         mine = asdict(self.config)
         theirs = training.get("config", {})
         for key in ("model_name", "image_size", "batch_size", "seed", "epochs"):
             if theirs.get(key) != mine[key]:
-                raise ValueError(
+                raise UserError(
                     f"--resume: {self.out} was trained with {key}={theirs.get(key)!r}, this run has {mine[key]!r}"
                 )
         if training.get("data_sha256") != self.data.sha256:
-            raise ValueError(f"--resume: {self.out} was trained on other data than --data {self.data.path}")
-        self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
+            raise UserError(f"--resume: {self.out} was trained on other data than --data {self.data.path}")
+        with as_user_error():
+            self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
         self.optimizer.load_state_dict(training["optimizer"])
         self.step = int(training["step"])
         self.history = list(training.get("history", []))

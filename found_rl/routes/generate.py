@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.errors import UserError
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.routes.planner import LaneSpan, RoutePlanner
 
@@ -112,7 +113,7 @@ def generate_routes(
         routes.append(spec)
         for turn in turns:
             tally[turn] += 1
-    raise ValueError(
+    raise UserError(
         f"found only {len(routes)} of {count} routes turning at signalised junctions in {max_tries} tries; "
         "does the map have traffic lights (map.generate.traffic_lights)?"
     )

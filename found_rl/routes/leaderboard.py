@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from found_rl.errors import UserError
+
 
 @dataclass(frozen=True)
 class RouteSpec:
@@ -37,7 +39,7 @@ def _float(element: ET.Element, name: str, where: str) -> float:
     try:
         return float(raw)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise UserError(
             f"{where}: attribute {name!r} must be a number, got {raw!r}"
         ) from None
 
@@ -55,20 +57,20 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
     """
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder; pass a leaderboard route XML file")
+        raise UserError(f"{path}: is a folder; pass a leaderboard route XML file")
     if not path.is_file():
         raise FileNotFoundError(f"route file not found: {path}")
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
-        raise ValueError(f"{path}: malformed route XML: {exc}") from None
+        raise UserError(f"{path}: malformed route XML: {exc}") from None
     routes = []
     for index, element in enumerate(root.iter("route")):
         route_id = element.get("id", str(index))
         points = list(element.iter("position")) or list(element.iter("waypoint"))
         where = f"{path}: route {route_id!r}"
         if len(points) < 2:
-            raise ValueError(f"{where}: needs at least 2 waypoints, got {len(points)}")
+            raise UserError(f"{where}: needs at least 2 waypoints, got {len(points)}")
         xy = np.array(
             [
                 [
@@ -82,17 +84,17 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
             RouteSpec(route_id=route_id, town=element.get("town", ""), waypoints_xy=xy)
         )
     if not routes:
-        raise ValueError(
+        raise UserError(
             f"{path}: no <route> elements found (expected the CARLA leaderboard layout)"
         )
     if town is not None:
         towns = sorted({r.town for r in routes})
         routes = [r for r in routes if r.town == town]
         if not routes:
-            raise ValueError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
+            raise UserError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
     ids = [r.route_id for r in routes]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: route ids must be unique, got duplicates in {ids}")
+        raise UserError(f"{path}: route ids must be unique, got duplicates in {ids}")
     return routes
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.errors import UserError
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.sim.snapshot import Lane, MapGeometry, Route
 
@@ -59,7 +60,7 @@ class TownRoutePlanner:
     def __init__(self, geometry: MapGeometry, spacing_m: float = 1.0, max_waypoint_offset_m: float = 4.0) -> None:
         self.lanes: dict[str, Lane] = geometry.lanes
         if not self.lanes:
-            raise ValueError("the town has no driving lanes")
+            raise UserError("the town has no driving lanes")
         self.spacing_m = spacing_m
         self.max_waypoint_offset_m = max_waypoint_offset_m
         self._length = {key: float(arc_length(lane.centerline)[-1]) for key, lane in self.lanes.items()}
@@ -110,7 +111,7 @@ class TownRoutePlanner:
         lane, position, dist = self.locate(points[index], toward)
         if dist > self.max_waypoint_offset_m:
             x, y = points[index]
-            raise ValueError(
+            raise UserError(
                 f"route {spec.route_id!r}: waypoint {index} at ({x:.1f}, {y:.1f}) is off the town's map "
                 f"(nearest driving lane {dist:.1f} m away, more than {self.max_waypoint_offset_m:g} m)"
             )
@@ -241,7 +242,7 @@ class TownRoutePlanner:
                 continue
             leg = self._path(lane_a, lane_b)
             if leg is None:
-                raise ValueError(f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}")
+                raise UserError(f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}")
             path += leg[1:]
         return self.densify(self._spans(path, matches[0][1], matches[-1][1]), spec.route_id)
 
@@ -261,7 +262,7 @@ class TownRoutePlanner:
             if total >= length_m:
                 end = self._length[lane] - (total - length_m)
                 return self.densify(self._spans(path, start, end), route_id)
-        raise ValueError(
+        raise UserError(
             f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes"
         )
 
@@ -277,7 +278,7 @@ class TownRoutePlanner:
         points, label = points[keep], label[keep]
         s = arc_length(points)
         if s[-1] < self.spacing_m:
-            raise ValueError(f"route {route_id!r}: shorter than {self.spacing_m} m")
+            raise UserError(f"route {route_id!r}: shorter than {self.spacing_m} m")
         samples = np.append(np.arange(0.0, s[-1], self.spacing_m), s[-1])
         xy = np.stack([np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])], axis=1)
         segment_end = np.clip(np.searchsorted(s, samples, side="right"), 1, len(points) - 1)

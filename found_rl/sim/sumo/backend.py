@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from found_rl.actions import Controls
+from found_rl.errors import UserError
 from found_rl.maps import build_network, load_map_geometry, read_network
 from found_rl.routes import RoutePlanner, parse_routes
 from found_rl.scenario import Scenario
@@ -113,7 +114,7 @@ class SumoBackend:
                 try:
                     self._routes.append(self.planner.plan(spec))
                 except ValueError as exc:
-                    raise ValueError(f"{scenario.routes.file}: {exc}") from None
+                    raise UserError(f"{scenario.routes.file}: {exc}") from None
         self.num_routes = len(self._routes)
         self._stop_signs = stop_sign_lines(self._net, self.frame)
         has_rail_crossing = any(node.getType() == "rail_crossing" for node in self._net.getNodes())
