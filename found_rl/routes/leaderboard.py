@@ -25,7 +25,7 @@ class RouteSpec:
 
     Attributes:
         route_id: the ``id`` attribute.
-        town: the ``town`` attribute ("" if absent).
+        town: the ``town`` attribute ("" if absent; written only when given).
         waypoints_xy: ``(K, 2)`` float64 CARLA world points, K >= 2.
     """
 
@@ -48,7 +48,8 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
     """Read the routes of a leaderboard route file (only ``town``'s, when given).
 
     The leaderboard's own files (``routes_training.xml``, ``routes_devtest.xml``) hold the
-    routes of several towns, told apart by their ``town`` attribute.
+    routes of several towns, told apart by their ``town`` attribute. Older CARLA and Found-RL
+    route files give no ``town``; such a route is kept whatever ``town`` asks for.
 
     Raises:
         FileNotFoundError: no such file.
@@ -88,8 +89,9 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
             f"{path}: no <route> elements found (expected the CARLA leaderboard layout)"
         )
     if town is not None:
-        towns = sorted({r.town for r in routes})
-        routes = [r for r in routes if r.town == town]
+        # Older CARLA and Found-RL route files give no town: such routes belong to every town.
+        towns = sorted({r.town for r in routes if r.town})
+        routes = [r for r in routes if r.town in (town, "")]
         if not routes:
             raise UserError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
     ids = [r.route_id for r in routes]
@@ -102,7 +104,7 @@ def write_routes(path: str | Path, routes: list[RouteSpec]) -> None:
     """Write routes in the current leaderboard layout (``<waypoints><position .../>``)."""
     root = ET.Element("routes")
     for spec in routes:
-        route = ET.SubElement(root, "route", id=spec.route_id, town=spec.town)
+        route = ET.SubElement(root, "route", id=spec.route_id, **({"town": spec.town} if spec.town else {}))
         waypoints = ET.SubElement(route, "waypoints")
         for x, y in spec.waypoints_xy:
             ET.SubElement(waypoints, "position", x=f"{x:.2f}", y=f"{y:.2f}", z="0.0")
