@@ -158,7 +158,11 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
             lambda reply: reply.get("ok") is True and -0.25 <= reply["bonus"] <= 0.25,
         )
 
-    with tempfile.TemporaryDirectory() as tmp:
+    from tqdm import tqdm
+
+    # One step per measured load: every backend x client level, batching on and off, and the loss test.
+    loads = 2 * len(args.backend_names) * len(levels) + 1
+    with tempfile.TemporaryDirectory() as tmp, tqdm(total=loads, desc="bench server", unit="load", disable=None) as bar:
         config_path = Path(tmp) / f"{TINY_CLIP_NAME}.json"
         config_path.write_text(json.dumps(TINY_CLIP_CONFIG))
         for batching in ("on", "off"):
@@ -181,6 +185,7 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
                             max_duration_s=args.duration_s,
                         )
                         after = await asyncio.to_thread(server.batch_totals, name)
+                        bar.update()
                         batches = after[1] - before[1]
                         rows.append(
                             {
@@ -210,6 +215,7 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
                         max_requests=args.loss_requests,
                         max_duration_s=600.0,
                     )
+                    bar.update()
                     loss = {
                         "loss_requests": result.sent,
                         "lost": result.lost,
