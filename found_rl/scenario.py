@@ -182,7 +182,10 @@ class RoutesConfig(_Strict):
     file: Path | None = None
     random_length_m: float | None = Field(None, gt=10, le=20_000)
     town: str | None = Field(
-        None, min_length=1, description="use only the file's routes of this town (leaderboard files hold several)"
+        None,
+        min_length=1,
+        description="use only the file's routes of this town (leaderboard files hold several); routes that name "
+        "no town (older route files) are kept",
     )
     command_lookahead_m: float = Field(
         20.0, ge=0, le=200, description="announce a junction turn or lane change at least this far before it"
