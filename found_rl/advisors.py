@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from found_rl.errors import UserError
 from found_rl.expert.control import ExpertConfig, expert_action
 from found_rl.expert.observation import ExpertObservation
 from vlm_server.backends.base import AdviseItem, AdviseResult
@@ -48,14 +49,14 @@ class ExpertAdvisor:
         allowed = {f.name for f in fields(ExpertConfig)}
         unknown = sorted(set(options) - allowed)
         if unknown:
-            raise ValueError(
+            raise UserError(
                 f"ExpertAdvisor: unknown options {unknown}; allowed: "
                 f"{sorted(allowed | {'noise_std', 'random_fraction', 'noise_seed'})}"
             )
         if not (isinstance(noise_std, (int, float)) and math.isfinite(noise_std) and noise_std >= 0):
-            raise ValueError(f"ExpertAdvisor: noise_std must be a finite number >= 0, got {noise_std!r}")
+            raise UserError(f"ExpertAdvisor: noise_std must be a finite number >= 0, got {noise_std!r}")
         if not (isinstance(random_fraction, (int, float)) and 0.0 <= random_fraction <= 1.0):
-            raise ValueError(f"ExpertAdvisor: random_fraction must be in [0, 1], got {random_fraction!r}")
+            raise UserError(f"ExpertAdvisor: random_fraction must be in [0, 1], got {random_fraction!r}")
         self.config = ExpertConfig(**options)
         self.noise_std, self.random_fraction = float(noise_std), float(random_fraction)
         self.noise_seed = int(noise_seed)

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 from found_rl.models.policy import DrivingPolicy, PolicySpec, build_actor
 
 FORMAT = "found-rl-checkpoint"
@@ -67,13 +68,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # torch raises several types for truncated or foreign files
-        raise ValueError(
+        raise UserError(
             f"checkpoint {path}: cannot be read ({type(exc).__name__}: {exc}); is it truncated or not a checkpoint?"
         ) from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {path}: not a found-rl checkpoint (missing format marker {FORMAT!r})")
+        raise UserError(f"checkpoint {path}: not a found-rl checkpoint (missing format marker {FORMAT!r})")
     if payload.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
+        raise UserError(
             f"checkpoint {path}: format_version {payload.get('format_version')!r}, this found-rl reads {FORMAT_VERSION}"
         )
     return payload
@@ -92,5 +93,5 @@ def load_policy(path: str | Path, device: torch.device | str = "cpu") -> Driving
         actor = build_actor(spec)
         actor.load_state_dict(payload["policy_state"])
     except (KeyError, RuntimeError, TypeError) as exc:
-        raise ValueError(f"checkpoint {path}: policy does not match its spec ({type(exc).__name__}: {exc})") from exc
+        raise UserError(f"checkpoint {path}: policy does not match its spec ({type(exc).__name__}: {exc})") from exc
     return DrivingPolicy(spec, actor, device)

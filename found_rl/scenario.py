@@ -33,6 +33,8 @@ from pydantic import (
     model_validator,
 )
 
+from found_rl.errors import UserError
+
 NETWORK_SUFFIXES = (".net.xml", ".xodr")
 
 
@@ -180,7 +182,10 @@ class RoutesConfig(_Strict):
     file: Path | None = None
     random_length_m: float | None = Field(None, gt=10, le=20_000)
     town: str | None = Field(
-        None, min_length=1, description="use only the file's routes of this town (leaderboard files hold several)"
+        None,
+        min_length=1,
+        description="use only the file's routes of this town (leaderboard files hold several); routes that name "
+        "no town (older route files) are kept",
     )
     command_lookahead_m: float = Field(
         20.0, ge=0, le=200, description="announce a junction turn or lane change at least this far before it"
@@ -330,15 +335,15 @@ def parse_scenario(
     if not isinstance(data, dict):
         # A user mistake in the file, so ValueError like every other scenario error (CLI exit 2).
         kind = type(data).__name__
-        raise ValueError(f"{source}: expected a mapping of scenario fields, got {kind}")
+        raise UserError(f"{source}: expected a mapping of scenario fields, got {kind}")
     if "source_path" in data:
-        raise ValueError(
+        raise UserError(
             f"{source}: source_path: unknown field (it is set by the loader)"
         )
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ValueError(
+        raise UserError(
             "\n".join(format_field_error(source, data, e) for e in exc.errors())
         ) from None
     return scenario
@@ -361,14 +366,14 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder; pass a scenario YAML file")
+        raise UserError(f"{path}: is a folder; pass a scenario YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"scenario file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.start}); a scenario is YAML text") from None
+        raise UserError(f"{path}: not a UTF-8 text file (byte {exc.start}); a scenario is YAML text") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
+        raise UserError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
     scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
     return scenario.model_copy(update={"source_path": path.resolve()})

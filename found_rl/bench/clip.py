@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.errors import as_user_error
 
 BATCH_SIZES = (1, 32)
 
@@ -57,8 +58,9 @@ def measure(checkpoint: Path, device: str, min_seconds: float) -> dict[str, Any]
     from vlm_server.backends.base import ClipItem
     from vlm_server.backends.clip import OpenClipScorer
 
-    scorer = OpenClipScorer(checkpoint=str(checkpoint), device=device)
-    scorer.load()
+    with as_user_error():  # --checkpoint is no CLIP checkpoint
+        scorer = OpenClipScorer(checkpoint=str(checkpoint), device=device)
+        scorer.load()
     side = scorer.image_hw[0]
     rng = np.random.default_rng(0)
     rates = {}

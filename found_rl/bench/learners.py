@@ -487,8 +487,64 @@ def _row_report(key: str, summary: dict[str, Any], target: float) -> dict[str, A
     }
 
 
+def _run_rows(
+    args: argparse.Namespace,
+    rows: list[str],
+    seeds: list[int],
+    steps: tuple[int, int, int, int, float],
+    progress: Callable[[str], None] | None,
+    done: Callable[[Any], Any],
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Train every row for every seed (``done(run)`` after each); the report entries and summaries."""
+    sac_steps, drqv2_steps, ppo_steps, fast_steps, step_ms = steps
+    report: dict[str, Any] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    if "sac" in rows:
+        runs = [
+            done(train_pendulum("sac", s, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress))
+            for s in seeds
+        ]
+        summaries["sac_pendulum"] = _summary(runs)
+        report.update(_row_report("sac_pendulum", summaries["sac_pendulum"], SAC_TARGET))
+    if "drqv2" in rows:
+        runs = [
+            done(train_pendulum("drqv2", s, drqv2_steps, min(1_000, drqv2_steps // 4), args.eval_episodes, progress))
+            for s in seeds
+        ]
+        summaries["drqv2_pendulum"] = _summary(runs)
+        report.update(_row_report("drqv2_pendulum", summaries["drqv2_pendulum"], SAC_TARGET))
+    if "ppo" in rows:
+        runs = [
+            done(train_ppo_cartpole(s, ppo_steps, eval_episodes=args.eval_episodes, progress=progress))
+            for s in seeds
+        ]
+        summaries["ppo_cartpole"] = _summary(runs)
+        report.update(_row_report("ppo_cartpole", summaries["ppo_cartpole"], PPO_TARGET))
+    if "ppo_fast" in rows:
+        for kind, key in (("single", "ppo_single_clip_cartpole"), ("fast", "ppo_fast_cartpole")):
+            runs = [
+                done(
+                    train_ppo_cartpole_sampled(
+                        s,
+                        kind,
+                        fast_steps,
+                        num_clips=args.fast_clips,
+                        step_latency_s=step_ms / 1000.0,
+                        rho=args.fast_rho,
+                        eval_episodes=args.eval_episodes,
+                        progress=progress,
+                    )
+                )
+                for s in seeds
+            ]
+            summaries[key] = _summary(runs)
+            report.update(_row_report(key, summaries[key], PPO_TARGET))
+    return report, summaries
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
+    from tqdm import tqdm
 
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
@@ -498,44 +554,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         sac_steps, drqv2_steps, ppo_steps = args.sac_steps, args.drqv2_steps, args.ppo_steps
         fast_steps, step_ms = args.fast_steps, args.fast_step_ms
-    progress = (lambda message: print(message, file=sys.stderr, flush=True)) if args.verbose else None
-    report: dict[str, Any] = {}
-    summaries: dict[str, dict[str, Any]] = {}
-    if "sac" in rows:
-        runs = [
-            train_pendulum("sac", s, sac_steps, min(1_000, sac_steps // 4), args.eval_episodes, progress)
-            for s in seeds
-        ]
-        summaries["sac_pendulum"] = _summary(runs)
-        report.update(_row_report("sac_pendulum", summaries["sac_pendulum"], SAC_TARGET))
-    if "drqv2" in rows:
-        runs = [
-            train_pendulum("drqv2", s, drqv2_steps, min(1_000, drqv2_steps // 4), args.eval_episodes, progress)
-            for s in seeds
-        ]
-        summaries["drqv2_pendulum"] = _summary(runs)
-        report.update(_row_report("drqv2_pendulum", summaries["drqv2_pendulum"], SAC_TARGET))
-    if "ppo" in rows:
-        runs = [train_ppo_cartpole(s, ppo_steps, eval_episodes=args.eval_episodes, progress=progress) for s in seeds]
-        summaries["ppo_cartpole"] = _summary(runs)
-        report.update(_row_report("ppo_cartpole", summaries["ppo_cartpole"], PPO_TARGET))
+    # One step per training run: each row per seed (the FAST row trains single-clip and FAST).
+    total = len(seeds) * sum(2 if row == "ppo_fast" else 1 for row in rows)
+    bar = tqdm(total=total, desc="bench learners", unit="run", disable=None)
+    progress = (lambda message: bar.write(message, file=sys.stderr)) if args.verbose else None
+
+    def done(result: Any) -> Any:
+        bar.update()
+        return result
+
+    steps = (sac_steps, drqv2_steps, ppo_steps, fast_steps, step_ms)
+    try:
+        report, summaries = _run_rows(args, rows, seeds, steps, progress, done)
+    finally:
+        bar.close()
     if "ppo_fast" in rows:
-        for kind, key in (("single", "ppo_single_clip_cartpole"), ("fast", "ppo_fast_cartpole")):
-            runs = [
-                train_ppo_cartpole_sampled(
-                    s,
-                    kind,
-                    fast_steps,
-                    num_clips=args.fast_clips,
-                    step_latency_s=step_ms / 1000.0,
-                    rho=args.fast_rho,
-                    eval_episodes=args.eval_episodes,
-                    progress=progress,
-                )
-                for s in seeds
-            ]
-            summaries[key] = _summary(runs)
-            report.update(_row_report(key, summaries[key], PPO_TARGET))
         ratio = sum(summaries["ppo_fast_cartpole"]["wall_s"]) / sum(summaries["ppo_single_clip_cartpole"]["wall_s"])
         report.update(
             {

@@ -17,6 +17,7 @@ import argparse
 import copy
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from found_rl.cli.argtypes import finite_float, int_at_least
@@ -137,9 +138,12 @@ def sac_updates_per_second(preset: str, min_seconds: float, batch_size: int = SA
 
 
 def measure(
-    batch_sizes: tuple[int, ...] = (1, 64), min_seconds: float = 1.5, preset: str = "roach"
+    batch_sizes: tuple[int, ...] = (1, 64),
+    min_seconds: float = 1.5,
+    preset: str = "roach",
+    progress: Callable[[], Any] | None = None,
 ) -> dict[str, dict[int, float]]:
-    """Frames/s per variant and batch size for the preset's SAC actor."""
+    """Frames/s per variant and batch size for the preset's SAC actor (``progress()`` after each)."""
     import numpy as np
     import torch
 
@@ -169,15 +173,19 @@ def measure(
         bev = torch.as_tensor(rng.integers(0, 256, (batch, *shape), dtype=np.uint8))
         state = torch.as_tensor(rng.normal(size=(batch, STATE_DIM)).astype(np.float32))
         # Plain eager baseline: autograd off with no_grad, not inference_mode.
+        done = progress or (lambda: None)
         with torch.no_grad():
             results["eager no_grad"][batch] = _eager_frames_per_second(wrapped, bev, state, batch, min_seconds)
+        done()
         bev_channels_last = bev.contiguous(memory_format=torch.channels_last)
         results["inference_mode + channels_last"][batch] = _frames_per_second(
             channels_last_model, (bev_channels_last, state), batch, min_seconds
         )
+        done()
         with torch.inference_mode():
             traced = torch.jit.freeze(torch.jit.trace(wrapped, (bev, state)).eval())
         results["jit trace + freeze"][batch] = _frames_per_second(traced, (bev, state), batch, min_seconds)
+        done()
     return results
 
 
@@ -188,11 +196,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from tqdm import tqdm
+
     preset = args.preset
-    results = measure(min_seconds=args.seconds, preset=preset)
+    # 3 inference variants x 2 batch sizes, then the SAC updates.
+    with tqdm(total=7, desc="bench policy", unit="measurement", disable=None) as bar:
+        results = measure(min_seconds=args.seconds, preset=preset, progress=bar.update)
+        updates = sac_updates_per_second(preset, args.seconds)
+        bar.update()
     best = {batch: max(variant[batch] for variant in results.values()) for batch in (1, 64)}
     flops, parameters = actor_cost(preset)
-    updates = sac_updates_per_second(preset, args.seconds)
     targets = TARGETS[preset]
     measured = {"fps_b1": best[1], "fps_b64": best[64], "sac_updates_per_s": updates}
     report = {

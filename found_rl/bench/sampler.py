@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from found_rl.cli.argtypes import SEED, finite_float
+from found_rl.errors import UserError
 
 SAMPLERS = ("single", "per_clip_reset", "global_reset", "fast")
 TARGET_SPEEDUP_AT_8 = 2.5
@@ -125,15 +126,15 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     clip_counts = args.clips or ([2, 4] if args.quick else [4, 8, 16])
     if min(clip_counts) < 1:
-        raise ValueError(f"--clips: expected clip counts >= 1, got {clip_counts}")
+        raise UserError(f"--clips: expected clip counts >= 1, got {clip_counts}")
     check_rho(args.rho)
     step_ms = args.step_ms if args.step_ms is not None else (1.0 if args.quick else 5.0)
     if not step_ms > 0:
-        raise ValueError(f"--step-ms: expected a positive latency, got {step_ms}")
+        raise UserError(f"--step-ms: expected a positive latency, got {step_ms}")
     default_transitions = 300 if args.quick else (1000 if args.env == "sumo" else 4000)
     transitions = args.transitions if args.transitions is not None else default_transitions
     if transitions < 1:
-        raise ValueError(f"--transitions: expected an int >= 1, got {transitions}")
+        raise UserError(f"--transitions: expected an int >= 1, got {transitions}")
 
     if args.env == "synthetic":
         env_fn = functools.partial(CarlaLikeEnv, step_latency_s=step_ms / 1000.0)

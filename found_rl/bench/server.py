@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.errors import UserError
 
 TINY_CLIP_NAME = "found-rl-bench-tiny-clip"
 TINY_CLIP_CONFIG = {
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     levels = _parse_levels(args.clients)
     args.backend_names = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not args.backend_names or set(args.backend_names) - set(BACKENDS):
-        raise ValueError(
+        raise UserError(
             f"--backends must be a subset of {','.join(BACKENDS)}, got {args.backends!r}"
         )
     if args.quick:
@@ -120,7 +121,7 @@ def _parse_levels(text: str) -> list[int]:
     except ValueError:
         levels = []
     if not levels or min(levels) < 1:
-        raise ValueError(f"--clients must list positive integers such as 1,16,64, got {text!r}")
+        raise UserError(f"--clients must list positive integers such as 1,16,64, got {text!r}")
     return levels
 
 
@@ -157,7 +158,11 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
             lambda reply: reply.get("ok") is True and -0.25 <= reply["bonus"] <= 0.25,
         )
 
-    with tempfile.TemporaryDirectory() as tmp:
+    from tqdm import tqdm
+
+    # One step per measured load: every backend x client level, batching on and off, and the loss test.
+    loads = 2 * len(args.backend_names) * len(levels) + 1
+    with tempfile.TemporaryDirectory() as tmp, tqdm(total=loads, desc="bench server", unit="load", disable=None) as bar:
         config_path = Path(tmp) / f"{TINY_CLIP_NAME}.json"
         config_path.write_text(json.dumps(TINY_CLIP_CONFIG))
         for batching in ("on", "off"):
@@ -180,6 +185,7 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
                             max_duration_s=args.duration_s,
                         )
                         after = await asyncio.to_thread(server.batch_totals, name)
+                        bar.update()
                         batches = after[1] - before[1]
                         rows.append(
                             {
@@ -209,6 +215,7 @@ async def _benchmark(args: argparse.Namespace, levels: list[int]) -> dict[str, A
                         max_requests=args.loss_requests,
                         max_duration_s=600.0,
                     )
+                    bar.update()
                     loss = {
                         "loss_requests": result.sent,
                         "lost": result.lost,
@@ -368,7 +375,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 if self.process.returncode == 2:  # the server's usage error: a flag passed through is bad
-                    raise ValueError(f"the advisor server refused these settings: {self._server_log()}")
+                    raise UserError(f"the advisor server refused these settings: {self._server_log()}")
                 raise RuntimeError(f"benchmark server exited: {self._server_log()}")
             if self._get("/readyz")[0] == 200:
                 return

@@ -38,6 +38,7 @@ from typing import Any
 from found_rl.bench.load import describe_load, load_average, numpy_call_us
 from found_rl.bench.stage_timing import STAGES, Timer, stage_breakdown_ms, stage_timers, timed
 from found_rl.cli.argtypes import finite_float
+from found_rl.errors import UserError
 
 TARGET_STEPS_PER_S = 1500.0
 """Env-steps/s with full BEV at 50 vehicles."""
@@ -269,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
 
     counts = _parse_counts(args.vehicles) if args.vehicles is not None else None
     if args.steps < 1 or args.resets < 0 or args.state_vehicles < 0 or args.repeat < 1:
-        raise ValueError(
+        raise UserError(
             f"--steps must be >= 1, --resets >= 0, --state-vehicles >= 0 and --repeat >= 1, got --steps "
             f"{args.steps} --resets {args.resets} --state-vehicles {args.state_vehicles} --repeat {args.repeat}"
         )
@@ -398,7 +399,7 @@ def _parse_counts(text: str) -> list[int]:
     except ValueError:
         counts = []
     if not counts or any(n < 0 for n in counts):
-        raise ValueError(f"--vehicles must be comma-separated ints >= 0 such as 0,50,150, got {text!r}")
+        raise UserError(f"--vehicles must be comma-separated ints >= 0 such as 0,50,150, got {text!r}")
     return counts
 
 

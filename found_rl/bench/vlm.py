@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.errors import UserError
 
 BATCH_SIZES = (1, 32)
 
@@ -42,9 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods or set(methods) - {"lora", "full"}:
-        raise ValueError(f"--methods must be a subset of lora,full, got {args.methods!r}")
+        raise UserError(f"--methods must be a subset of lora,full, got {args.methods!r}")
     if args.model is not None and not (args.model / "config.json").is_file():
-        raise ValueError(f"--model {args.model}: not a Hugging Face checkpoint folder (no config.json)")
+        raise UserError(f"--model {args.model}: not a Hugging Face checkpoint folder (no config.json)")
     if args.quick:
         args.steps, args.requests, args.duration_s = min(args.steps, 4), min(args.requests, 64), min(args.duration_s, 5)
     from found_rl.vlm.hf_logging import quiet_transformers

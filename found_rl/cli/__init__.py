@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
+
+from found_rl.errors import UserError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,6 +30,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 EXIT_USAGE = 2
+EXIT_BUG = 1
+REPORT_LINE = (
+    "found-rl {command}: this is a bug in found-rl, not your mistake; please report it with the traceback above"
+)
+# A user's mistake: ours, or the file system's answer about a path the user gave.
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,22 +53,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
-    User mistakes (``ValueError``; a missing file, or a file where a folder belongs or the other
-    way round) print one clear line and exit 2, without a traceback; anything else is a bug and
-    keeps its traceback.
+    User mistakes (:class:`~found_rl.errors.UserError`; a missing file, or a file where a folder
+    belongs or the other way round) print one clear line and exit 2, without a traceback;
+    anything else is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except (
-        ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError
-    ) as exc:
+    except USER_ERRORS as exc:
         print(f"found-rl {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:
+        traceback.print_exc()
+        print(REPORT_LINE.format(command=args.command), file=sys.stderr)
+        return EXIT_BUG
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.errors import UserError
 
 
 def _gpu_list(text: str) -> list[int]:
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     registry = args.registry or default_registry()
     if registry.is_dir():
-        raise ValueError(f"--registry {registry}: is a folder; pass a file path")
+        raise UserError(f"--registry {registry}: is a folder; pass a file path")
     return {"up": _up, "down": _down, "status": _status}[args.action](args, registry)
 
 
@@ -109,7 +110,7 @@ def _down(args: argparse.Namespace, registry: Path) -> int:
     records = read_registry(registry)
     chosen = [r for r in records if args.port is None or r.rpc_port == args.port]
     if args.port is not None and not chosen:
-        raise ValueError(f"--port {args.port}: no server found-rl started listens there (see `found-rl carla status`)")
+        raise UserError(f"--port {args.port}: no server found-rl started listens there (see `found-rl carla status`)")
     for record in chosen:
         was_running = stop_record(record)
         print(f"{'stopped' if was_running else 'already gone'}: pid {record.pid} (RPC port {record.rpc_port})")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.errors import UserError, as_user_error
 from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, IMAGE_INPUTS, OBJECTIVES
 
 
@@ -101,9 +102,9 @@ def _device(name: str):
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
+        raise UserError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
     return device
 
 
@@ -204,14 +205,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
     device = _device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    checkpoint = read_checkpoint(args.checkpoint)
-    scorer = OpenClipScorer(
-        checkpoint=str(args.checkpoint),
-        device=str(device),
-        context=checkpoint.context,
-        image_input=checkpoint.image_input,
-    )
-    scorer.load()
+    with as_user_error():  # a file that is no CLIP checkpoint
+        checkpoint = read_checkpoint(args.checkpoint)
+        scorer = OpenClipScorer(
+            checkpoint=str(args.checkpoint),
+            device=str(device),
+            context=checkpoint.context,
+            image_input=checkpoint.image_input,
+        )
+        scorer.load()
     training = checkpoint.training
     frames = load_frames(
         args.data,
@@ -221,7 +223,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         image_input=checkpoint.image_input,
     )
     if frames.input_size != scorer.image_hw[0]:
-        raise ValueError(
+        raise UserError(
             f"--data {args.data}: BEVs are {frames.input_size} px, "
             f"the checkpoint was trained on {scorer.image_hw[0]} px"
         )

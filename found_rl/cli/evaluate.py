@@ -14,6 +14,7 @@ from typing import Any
 
 from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +62,7 @@ def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
         parse_routes(routes_path, scenario.routes.town)  # names the file when it is missing, malformed or empty
         scenario = scenario.model_copy(update={"routes": scenario.routes.with_file(routes_path.resolve())})
     if scenario.routes.file is None:
-        raise ValueError(
+        raise UserError(
             f"--scenario {scenario_path}: routes are random (routes.random_length_m), so there is no "
             "fixed route list to evaluate; pass --routes FILE (a leaderboard routes.xml)"
         )
@@ -71,9 +72,9 @@ def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.repetitions < 1:
-        raise ValueError(f"--repetitions must be >= 1, got {args.repetitions}")
+        raise UserError(f"--repetitions must be >= 1, got {args.repetitions}")
     if not (math.isfinite(args.advisor_timeout) and args.advisor_timeout > 0):
-        raise ValueError(f"--advisor-timeout must be a finite number > 0 seconds, got {args.advisor_timeout}")
+        raise UserError(f"--advisor-timeout must be a finite number > 0 seconds, got {args.advisor_timeout}")
 
     import gymnasium as gym
 
@@ -90,13 +91,13 @@ def run(args: argparse.Namespace) -> int:
     if args.video_dir is not None:
         check_output_dir(args.video_dir, "--video-dir")
         if args.video_format == "mp4" and not mp4_supported():
-            raise ValueError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
+            raise UserError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
     scenario = prepare_scenario(args.scenario, args.routes)
     if args.carla_root is not None:
         from found_rl.sim.carla.server_process import find_carla_script
 
         if scenario.backend != "carla":
-            raise ValueError(f"--carla-root: {args.scenario} uses backend: {scenario.backend}, not carla")
+            raise UserError(f"--carla-root: {args.scenario} uses backend: {scenario.backend}, not carla")
         find_carla_script(args.carla_root)  # names a bad release folder before anything starts
     num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     identity = {

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.errors import UserError
 
 if TYPE_CHECKING:
     from found_rl.scenario import Scenario
@@ -93,13 +94,13 @@ def _check_route_index(route: int | None, scenario: Scenario, scenario_path: Pat
     if route is None:
         return
     if scenario.routes.file is None:
-        raise ValueError(
+        raise UserError(
             f"--route {route}: --scenario {scenario_path} has random routes (routes.random_length_m), "
             "so there is no route list to index; drop --route or pass --routes FILE"
         )
     num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     if not 0 <= route < num_routes:
-        raise ValueError(
+        raise UserError(
             f"--route must be in [0, {num_routes}) for the {num_routes} route(s) of {scenario.routes.file}, got {route}"
         )
 
@@ -118,7 +119,7 @@ def default_workers() -> int:
 
 def run_collect(args: argparse.Namespace) -> int:
     if args.steps < 1:
-        raise ValueError(f"--steps must be >= 1, got {args.steps}")
+        raise UserError(f"--steps must be >= 1, got {args.steps}")
     import functools
 
     import gymnasium as gym

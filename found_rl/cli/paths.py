@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from found_rl.errors import UserError
+
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse a file path that is a folder or lies under a file.
@@ -16,7 +18,7 @@ def check_output_file(path: Path, flag: str) -> None:
         ValueError: naming ``flag`` and the path.
     """
     if path.is_dir():
-        raise ValueError(f"{flag} {path}: is a folder; pass a file path")
+        raise UserError(f"{flag} {path}: is a folder; pass a file path")
     _check_parents(path, flag)
 
 
@@ -27,7 +29,7 @@ def check_output_dir(path: Path, flag: str) -> None:
         ValueError: naming ``flag`` and the path.
     """
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{flag} {path}: is a file, not a folder; pass a folder path")
+        raise UserError(f"{flag} {path}: is a file, not a folder; pass a folder path")
     _check_parents(path, flag)
 
 
@@ -35,5 +37,5 @@ def _check_parents(path: Path, flag: str) -> None:
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+                raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
             return

@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from found_rl.cli.paths import check_output_file
+from found_rl.errors import UserError
 
 METRICS = ("route_completion", "driving_score", "infraction_penalty")
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_file(args.out, "--out")
     if args.out.suffix.lower() != ".png":
-        raise ValueError(f"--out {args.out}: expected a .png file")
+        raise UserError(f"--out {args.out}: expected a .png file")
     groups = load_curves(args.runs)
     plot_curves(groups, args.out, metrics=tuple(args.metric or METRICS[:2]), title=args.title)
     print(f"wrote {args.out} ({sum(len(g.runs) for g in groups.values())} runs, {len(groups)} variants)")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from found_rl.atomic import replaced_atomically
 from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_file
+from found_rl.errors import UserError
 
 if TYPE_CHECKING:
     from found_rl.scenario import Scenario
@@ -37,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     routes = actions.add_parser(
         "routes",
-        help="write a leaderboard routes.xml of random drives that turn at lights",
+        help="write a leaderboard routes.xml of random drives that turn at lights (where the map has them)",
     )
     routes.add_argument(
         "--scenario",
@@ -51,6 +52,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     routes.add_argument("--seed", type=SEED, default=0)
     routes.add_argument("--town", default="", help="value of the town attribute")
+    routes.add_argument(
+        "--turns",
+        choices=("lights", "any"),
+        default="lights",
+        help="lights: routes that turn at signalised junctions, plain random drives (with a warning) where "
+        "the map has too few; any: plain random drives",
+    )
     routes.add_argument("--out", type=Path, required=True, help="output routes.xml")
     routes.set_defaults(run=run_routes)
 
@@ -105,7 +113,7 @@ def _world(path: Path, *, map_only: bool = False):
     else:
         scenario = load_scenario(path)
     if scenario.backend != "sumo":
-        raise ValueError(
+        raise UserError(
             f"{path}: backend: this command needs a sumo scenario, got {scenario.backend!r}"
         )
     net_path = build_network(scenario.map)
@@ -137,7 +145,7 @@ def _plan_routes(scenario, planner):
         try:
             routes.append(planner.plan(spec))
         except ValueError as exc:
-            raise ValueError(f"{scenario.routes.file}: {exc}") from None
+            raise UserError(f"{scenario.routes.file}: {exc}") from None
     return routes
 
 
@@ -221,44 +229,65 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_routes(args: argparse.Namespace) -> int:
+    import sys
+
     import numpy as np
 
     from found_rl.routes import write_routes
-    from found_rl.routes.generate import generate_routes
+    from found_rl.routes.generate import draw_routes, generate_routes
 
     if not (math.isfinite(args.length_m) and args.length_m > 10):
-        raise ValueError(f"--length-m must be a finite number > 10, got {args.length_m}")
+        raise UserError(f"--length-m must be a finite number > 10, got {args.length_m}")
     check_output_file(args.out, "--out")
     if args.out.resolve() == args.scenario.resolve():
-        raise ValueError(f"--out {args.out}: is the --scenario file itself; pass a routes.xml path")
+        raise UserError(f"--out {args.out}: is the --scenario file itself; pass a routes.xml path")
     _, _, _, planner = _world(args.scenario, map_only=True)
-    routes = generate_routes(
-        planner,
-        np.random.default_rng(args.seed),
-        args.count,
-        args.length_m,
-        town=args.town,
-    )
+    rng = np.random.default_rng(args.seed)
+    if args.turns == "any":
+        routes = generate_routes(planner, rng, args.count, args.length_m, town=args.town, at_lights=False)
+    else:
+        routes, at_lights = draw_routes(planner, rng, args.count, args.length_m, town=args.town)
+        if at_lights < len(routes):
+            lights = len(planner.net.getTrafficLights())
+            print(
+                f"{args.scenario}: warning: only {at_lights} of {len(routes)} routes turn at signalised junctions "
+                f"(the map has {lights} traffic lights); the other {len(routes) - at_lights} are plain random drives",
+                file=sys.stderr,
+            )
     with replaced_atomically(args.out) as tmp:
         write_routes(tmp, routes)
     print(f"wrote {len(routes)} routes to {args.out}")
     return 0
 
 
-def _route_town(routes_path: Path, town: str | None, map_stem: str) -> str:
-    """The town whose routes to use: ``--town``, else the map's name if the file has it, else its only town."""
+def _route_town(routes_path: Path, town: str | None, map_stem: str) -> str | None:
+    """The town whose routes to use: ``--town``, else the map's name if the file has it, else its only town.
+
+    Routes without a ``town`` attribute (older CARLA and Found-RL files) belong to every town:
+    they are kept, and a note says so. ``None``: no route names a town, so all are used.
+    """
+    import sys
+
     from found_rl.routes import parse_routes
 
-    towns = sorted({spec.town for spec in parse_routes(routes_path)})
-    if town is not None:
-        if town not in towns:
-            raise ValueError(f"--town {town}: {routes_path} has no route of that town; it has {towns}")
-        return town
-    if map_stem in towns:
-        return map_stem
-    if len(towns) == 1:
-        return towns[0]
-    raise ValueError(f"--routes {routes_path}: holds routes of towns {towns}; say which with --town")
+    specs = parse_routes(routes_path)
+    towns = sorted({spec.town for spec in specs if spec.town})
+    townless = sum(not spec.town for spec in specs)
+    if town is None and map_stem in towns:
+        town = map_stem
+    elif town is None and len(towns) == 1:
+        town = towns[0]
+    elif town is None and towns:
+        raise UserError(f"--routes {routes_path}: holds routes of towns {towns}; say which with --town")
+    if town is not None and town not in towns and not townless:
+        raise UserError(f"--town {town}: {routes_path} has no route of that town; it has {towns}")
+    if townless:
+        kept = f"kept for --town {town}" if town is not None else f"all {len(specs)} are used"
+        print(
+            f"--routes {routes_path}: note: {townless} of {len(specs)} routes carry no town attribute; {kept}",
+            file=sys.stderr,
+        )
+    return town
 
 
 def run_import_town(args: argparse.Namespace) -> int:
@@ -275,7 +304,7 @@ def run_import_town(args: argparse.Namespace) -> int:
 
     xodr = args.xodr
     if not xodr.is_file() or xodr.suffix != ".xodr":
-        raise ValueError(f"{xodr}: expected an existing OpenDRIVE .xodr file")
+        raise UserError(f"{xodr}: expected an existing OpenDRIVE .xodr file")
     check_output_file(args.out, "--out")
     folder = args.out.resolve().parent
     folder.mkdir(parents=True, exist_ok=True)  # relative paths resolve through it
@@ -287,9 +316,10 @@ def run_import_town(args: argparse.Namespace) -> int:
     town = None
     if args.routes is not None:
         town = _route_town(args.routes, args.town, xodr.stem)
-        routes = {"file": relative(args.routes), "town": town}
+        routes = {"file": relative(args.routes), **({"town": town} if town else {})}
+    route_note = "" if args.routes is None else f", leaderboard routes of {town}" if town else ", leaderboard routes"
     data = {
-        "description": f"{xodr.stem} imported from OpenDRIVE" + (f", leaderboard routes of {town}" if town else ""),
+        "description": f"{xodr.stem} imported from OpenDRIVE{route_note}",
         "backend": "sumo",
         "map": {"file": relative(xodr)},
         "routes": routes,
@@ -307,7 +337,7 @@ def run_import_town(args: argparse.Namespace) -> int:
         print(f"{args.out}: warning: {line}", file=sys.stderr)
     command = [f"found-rl scenario import-town {xodr}"]
     if args.routes is not None:
-        command.append(f"--routes {args.routes} --town {town}")
+        command.append(f"--routes {args.routes}" + (f" --town {town}" if town else ""))
     command.append(f"--vehicles {_count_text(args.vehicles)} --walkers {_count_text(args.walkers)} --out {args.out}")
     header = f"# {xodr.stem}, imported from OpenDRIVE. Regenerate with\n#   {' '.join(command)}\n"
     with replaced_atomically(args.out) as tmp:
@@ -316,7 +346,7 @@ def run_import_town(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}: {len(report.traffic_lights)} signalised junctions, {report.sidewalk_lanes} sidewalk "
         f"lanes, {report.crossings} crossings, "
-        + (f"{len(planned)} routes of {town}" if town else "random 500 m routes")
+        + (f"{len(planned)} routes" + (f" of {town}" if town else "") if args.routes else "random 500 m routes")
     )
     return 0
 

@@ -14,6 +14,8 @@ import logging
 import time
 from pathlib import Path
 
+from found_rl.errors import UserError
+
 EXIT_INTERRUPTED = 130
 
 
@@ -38,7 +40,7 @@ def _config_and_folder(args: argparse.Namespace):
 
     if args.resume is not None:
         if args.run_dir is not None and args.run_dir.resolve() != args.resume.resolve():
-            raise ValueError("--run-dir and --resume name different folders; --resume alone continues a run")
+            raise UserError("--run-dir and --resume name different folders; --resume alone continues a run")
         folder = RunFolder(args.resume)
         if args.file is not None:
             config = load_run_config(args.file, args.overrides)
@@ -50,7 +52,7 @@ def _config_and_folder(args: argparse.Namespace):
         folder.check_resumable_with(config)
         return config, folder
     if args.file is None:
-        raise ValueError("FILE: give a scenario or run config to train, or --resume RUN_DIR")
+        raise UserError("FILE: give a scenario or run config to train, or --resume RUN_DIR")
     config = load_run_config(args.file, args.overrides)
     run_dir = args.run_dir or Path("runs") / f"{args.file.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = RunFolder(run_dir)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir
+from found_rl.errors import UserError
 from found_rl.vlm.hf_logging import quiet_transformers
 
 DEFAULT_EVAL_FRACTION = 0.1
@@ -238,7 +239,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     eval_fraction, split_seed = _split_settings(args)
     examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
     if not examples:
-        raise ValueError(
+        raise UserError(
             f"--split {args.split}: --data {args.data} has no samples in those episodes "
             f"(--eval-fraction {eval_fraction:g}); use --split all to score every sample"
         )

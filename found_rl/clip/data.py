@@ -16,9 +16,10 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from found_rl.sim.snapshot import STEP_S
 
 from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
+from found_rl.errors import UserError
+from found_rl.world import STEP_S
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import resize_area
@@ -183,7 +184,7 @@ def _decode_dataset(
     shards = manifest.get("shards") or []
     total = sum(int(shard.get("samples", 0)) for shard in shards)
     if total == 0:
-        raise ValueError(f"--data {directory}: the dataset has no samples (manifest lists {len(shards)} shards)")
+        raise UserError(f"--data {directory}: the dataset has no samples (manifest lists {len(shards)} shards)")
     wanted = total if max_frames is None else min(total, max_frames)
     images = np.empty((wanted, image_size, image_size, 3), np.uint8)
     caption_ids = np.empty(wanted, np.int64)
@@ -206,7 +207,7 @@ def _decode_dataset(
                 if input_size is None:
                     input_size = image.shape[0]
                 if image.shape != (input_size, input_size, 3):
-                    raise ValueError(
+                    raise UserError(
                         f"shard {path}: sample {key}: BEV is {image.shape[1]}x{image.shape[0]}, "
                         f"the dataset's first was {input_size}x{input_size}"
                     )
@@ -221,7 +222,7 @@ def _decode_dataset(
             if count == wanted:
                 break
     if count < wanted:
-        raise ValueError(f"--data {directory}: manifest promises {total} samples, the shards hold {count}")
+        raise UserError(f"--data {directory}: manifest promises {total} samples, the shards hold {count}")
     assert input_size is not None
     arrays = {"images": images, "caption_ids": caption_ids, "episodes": episodes, "steps": steps}
     return arrays, input_size
@@ -232,17 +233,17 @@ def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray
     where = f"shard {path}: sample {key}"
     missing = {"png", "txt", "json"} - set(members)
     if missing:
-        raise ValueError(f"{where}: lacks members {sorted(missing)}")
+        raise UserError(f"{where}: lacks members {sorted(missing)}")
     bgr = cv2.imdecode(np.frombuffer(members["png"], np.uint8), cv2.IMREAD_COLOR)
     if bgr is None:
-        raise ValueError(f"{where}: png is not a readable image")
+        raise UserError(f"{where}: png is not a readable image")
     try:
         caption = members["txt"].decode()
     except UnicodeDecodeError:
-        raise ValueError(f"{where}: txt is not UTF-8 text") from None
+        raise UserError(f"{where}: txt is not UTF-8 text") from None
     caption_id = CAPTION_IDS.get(caption.strip())
     if caption_id is None:
-        raise ValueError(
+        raise UserError(
             f"{where}: caption {caption[:120]!r} is not one of the 720 METHOD §3 anchors "
             "(template: 'Command is to {cmd}. {spd}. Action behavior: The car is {lon} and {lat}.')"
         )
@@ -250,10 +251,10 @@ def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray
         meta = json.loads(members["json"])["meta"]
         episode = int(meta["episode"])
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f"{where}: json has no integer meta.episode") from None
+        raise UserError(f"{where}: json has no integer meta.episode") from None
     step = meta.get("step")
     if step is not None and not isinstance(step, int):
-        raise ValueError(f"{where}: json meta.step is {step!r}, not an integer")
+        raise UserError(f"{where}: json meta.step is {step!r}, not an integer")
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode, step
 
 
@@ -277,10 +278,10 @@ def split_by_episode(episodes: np.ndarray, held_out_fraction: float, seed: int, 
         ValueError: fewer than two episodes (``source`` names the data), or a fraction outside (0, 1).
     """
     if not 0.0 < held_out_fraction < 1.0:
-        raise ValueError(f"--val-fraction must be in (0, 1), got {held_out_fraction}")
+        raise UserError(f"--val-fraction must be in (0, 1), got {held_out_fraction}")
     unique = np.unique(episodes)
     if len(unique) < 2:
-        raise ValueError(
+        raise UserError(
             f"--data {source}: {len(unique)} episode(s): a held-out split by episode needs at least 2 "
             "(collect more steps, or shorter episodes)"
         )

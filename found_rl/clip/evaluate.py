@@ -22,6 +22,7 @@ from found_rl.clip.data import ClipFrames
 from found_rl.clip.lift import MIN_CONTEXT_FRAMES, ImageEvidence, image_evidence, shuffle_within_groups
 from found_rl.clip.quality import RewardQuality, prior_table, reward_quality, scored_bonuses
 from found_rl.dataset.shards import MANIFEST_NAME
+from found_rl.errors import UserError
 from vlm_server.anchors import NUM_ACTIONS, anchor_captions
 from vlm_server.clip_inputs import DEFAULT_CONTEXT, context_named
 from vlm_server.clip_preprocess import normalise
@@ -102,7 +103,7 @@ def held_out_scope(frames: ClipFrames, training: dict, data_dir: str | Path) -> 
     held_out = np.asarray(training.get("held_out_episodes", []), dtype=np.int64)
     mask = np.isin(frames.episodes, held_out)
     if not mask.any():
-        raise ValueError(
+        raise UserError(
             f"--data {data_dir}: is the checkpoint's training data but none of its held-out episodes are here"
         )
     return mask, f"held-out episodes ({len(held_out)} of {len(np.unique(frames.episodes))}, {int(mask.sum())} frames)"

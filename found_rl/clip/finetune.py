@@ -31,6 +31,7 @@ from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions, logit
 from found_rl.clip.model import ClipModel, create_clip_model
 from found_rl.clip.quality import prior_table, reward_quality
 from found_rl.clip.sampling import balanced_epoch_order, epoch_order, is_junction
+from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import NUM_ACTIONS
 from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
 from vlm_server.clip_inputs import (
@@ -155,7 +156,7 @@ class Finetuner:
         logdir: Path | None = None,
     ) -> None:
         if len(train) < config.batch_size:
-            raise ValueError(
+            raise UserError(
                 f"--batch-size {config.batch_size}: larger than the {len(train)} training frames"
             )
         self.config, self.train_frames, self.held_out, self.data, self.out = config, train, held_out, data, out
@@ -186,7 +187,8 @@ class Finetuner:
         self.logdir = logdir
 
     def _resume(self) -> None:
-        checkpoint = read_checkpoint(self.out)
+        with as_user_error():  # --out holds no CLIP checkpoint to resume
+            checkpoint = read_checkpoint(self.out)
         training = checkpoint.training
         mine = asdict(self.config)
         theirs = {**LEGACY_RUN_SETTINGS, **training.get("config", {})}
@@ -195,12 +197,13 @@ class Finetuner:
             "junction_share",
         ):
             if theirs.get(key) != mine[key]:
-                raise ValueError(
+                raise UserError(
                     f"--resume: {self.out} was trained with {key}={theirs.get(key)!r}, this run has {mine[key]!r}"
                 )
         if training.get("data_sha256") != self.data.sha256:
-            raise ValueError(f"--resume: {self.out} was trained on other data than --data {self.data.path}")
-        self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
+            raise UserError(f"--resume: {self.out} was trained on other data than --data {self.data.path}")
+        with as_user_error():
+            self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
         self.optimizer.load_state_dict(training["optimizer"])
         self.step = int(training["step"])
         self.history = list(training.get("history", []))

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import anchor_captions
 from vlm_server.clip_checkpoint import (
     FORMAT,
@@ -92,7 +93,7 @@ def create_clip_model(
     else:
         cfg = open_clip.get_model_config(model_name)
         if cfg is None:
-            raise ValueError(
+            raise UserError(
                 f"--model {model_name!r}: not one of found-rl's {sorted(SMALL_CONFIGS)} nor an open_clip "
                 "architecture (see open_clip.list_models())"
             )
@@ -102,23 +103,25 @@ def create_clip_model(
     _check_context_length(model_name, cfg)
     mean, std = OPENAI_MEAN, OPENAI_STD
     if pretrained is not None and _is_found_rl_checkpoint(pretrained):
-        checkpoint = read_checkpoint(pretrained)
+        with as_user_error():  # --pretrained is no CLIP checkpoint
+            checkpoint = read_checkpoint(pretrained)
         if checkpoint.model_name != model_name or checkpoint.image_size != image_size:
-            raise ValueError(
+            raise UserError(
                 f"--pretrained {pretrained}: holds {checkpoint.model_name} at {checkpoint.image_size} px, "
                 f"not --model {model_name} at --image-size {image_size}"
             )
         if checkpoint.image_input != image_input:
-            raise ValueError(
+            raise UserError(
                 f"--pretrained {pretrained}: reads image input {checkpoint.image_input!r}, "
                 f"not --image-input {image_input}"
             )
-        model = _freeze_token_embedding(load_model(checkpoint, pretrained), model_name)
+        with as_user_error():
+            model = _freeze_token_embedding(load_model(checkpoint, pretrained), model_name)
         return ClipModel(model.train(), model_name, checkpoint.model_cfg, image_size, checkpoint.mean, checkpoint.std)
     if pretrained is None:
         model = build_model(cfg)
     elif model_name in SMALL_CONFIGS:
-        raise ValueError(
+        raise UserError(
             f"--pretrained {pretrained}: {model_name} has no open_clip weights; pass a found-rl checkpoint or none"
         )
     else:
@@ -162,12 +165,12 @@ def _is_found_rl_checkpoint(pretrained: str) -> bool:
 def _check_image_size(model_name: str, cfg: dict[str, Any], image_size: int) -> None:
     vision = cfg.get("vision_cfg", {})
     if image_size < 16:
-        raise ValueError(f"--image-size must be >= 16 px, got {image_size}")
+        raise UserError(f"--image-size must be >= 16 px, got {image_size}")
     if isinstance(vision.get("layers"), (list, tuple)) and image_size % 32:
-        raise ValueError(f"--image-size {image_size}: {model_name} is a ResNet tower and needs a multiple of 32")
+        raise UserError(f"--image-size {image_size}: {model_name} is a ResNet tower and needs a multiple of 32")
     patch = vision.get("patch_size")
     if isinstance(patch, int) and not isinstance(vision.get("layers"), (list, tuple)) and image_size % patch:
-        raise ValueError(
+        raise UserError(
             f"--image-size {image_size}: {model_name} cuts {patch} px patches and needs a multiple of {patch}"
         )
 
@@ -179,7 +182,7 @@ def _check_context_length(model_name: str, cfg: dict[str, Any]) -> None:
     """
     tokens = text_tokenizer(cfg)(anchor_captions())
     if bool((tokens[:, -1] != 0).any()):
-        raise ValueError(
+        raise UserError(
             f"--model {model_name}: its text context of {tokens.shape[1]} tokens cannot hold the longest "
             "METHOD §3 caption (34 tokens with start and end)"
         )
@@ -190,4 +193,4 @@ def _check_forward(model_name: str, model: torch.nn.Module, image_size: int, fra
         with torch.no_grad():
             model.eval().encode_image(torch.zeros(1, 3 * frames, image_size, image_size))
     except RuntimeError as exc:
-        raise ValueError(f"--image-size {image_size}: {model_name} cannot take it ({str(exc)[:200]})") from None
+        raise UserError(f"--image-size {image_size}: {model_name} cannot take it ({str(exc)[:200]})") from None

@@ -15,6 +15,7 @@ import numpy as np
 
 from found_rl.dataset.shards import ShardWriter
 from found_rl.dataset.text import chat_sample, clip_caption
+from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver, expert_action
 
 
@@ -38,7 +39,7 @@ class PerturbationConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.chance_per_step <= 1.0:
-            raise ValueError(f"--perturb-chance must be a probability in [0, 1], got {self.chance_per_step}")
+            raise UserError(f"--perturb-chance must be a probability in [0, 1], got {self.chance_per_step}")
         if self.duration_steps < 1:
             raise ValueError(f"perturbation duration_steps must be >= 1, got {self.duration_steps}")
 

@@ -32,6 +32,7 @@ import cv2
 import numpy as np
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "found-rl-expert-webdataset"
@@ -136,7 +137,7 @@ class ShardWriter:
             raise ValueError(f"samples_per_shard must be >= 1, got {samples_per_shard}")
         self.directory = Path(directory)
         if self.directory.exists() and any(self.directory.iterdir()):
-            raise ValueError(
+            raise UserError(
                 f"--out {self.directory}: folder is not empty; refusing to mix datasets, pass a new folder"
             )
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -245,7 +246,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
         )
     manifest = json.loads(path.read_text())
     if manifest.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT_NAME!r}")
+        raise UserError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT_NAME!r}")
     return manifest
 
 
@@ -285,13 +286,13 @@ def iter_members(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
             if current is not None:
                 yield current, group
     except (tarfile.TarError, EOFError) as exc:
-        raise ValueError(f"shard {path}: corrupt or truncated tar archive ({exc})") from None
+        raise UserError(f"shard {path}: corrupt or truncated tar archive ({exc})") from None
 
 
 def _decode(key: str, group: Mapping[str, bytes]) -> ExpertSample:
     missing = {"png", "txt", "masks.npz", "json", "chat.json"} - set(group)
     if missing:
-        raise ValueError(f"sample {key}: shard lacks members {sorted(missing)}")
+        raise UserError(f"sample {key}: shard lacks members {sorted(missing)}")
     bgr = cv2.imdecode(np.frombuffer(group["png"], np.uint8), cv2.IMREAD_COLOR)
     with np.load(io.BytesIO(group["masks.npz"])) as archive:
         masks = archive["masks"]

@@ -14,6 +14,7 @@ import urllib.request
 
 import numpy as np
 
+from found_rl.errors import UserError
 from found_rl.expert import ExpertObserver
 from found_rl.world import WorldSnapshot
 
@@ -30,21 +31,21 @@ def check_reachable(url: str, timeout_s: float) -> None:
     serve ... &``) is still importing its backends.
     """
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"--agent advisor:{url}: the URL must start with http:// or https://")
+        raise UserError(f"--agent advisor:{url}: the URL must start with http:// or https://")
     health = url.rstrip("/") + "/healthz"
     deadline_s = time.monotonic() + timeout_s
     while True:
         try:
             with urllib.request.urlopen(health, timeout=max(deadline_s - time.monotonic(), 0.1)) as response:
                 if response.status != 200:
-                    raise ValueError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
+                    raise UserError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
                 return
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ConnectionRefusedError) and time.monotonic() + RETRY_S < deadline_s:
                 time.sleep(RETRY_S)
                 continue
-            raise ValueError(
+            raise UserError(
                 f"--agent advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
                 "is `found-rl serve` running there?"
             ) from None
@@ -92,7 +93,7 @@ class AdvisorAgent:
                 self.renderer.render_rgb(), observation.command, observation.speed_mps, observation.to_dict()
             )
         except AdvisorUnavailable as exc:
-            raise ValueError(f"--agent advisor:{self.url}: the advisor stopped answering: {exc}") from exc
+            raise UserError(f"--agent advisor:{self.url}: the advisor stopped answering: {exc}") from exc
         except AdvisorError:
             # A malformed answer (e.g. unparseable VLM text): keep the last action.
             self.failed_answers += 1

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver
 from found_rl.world import WorldSnapshot
 
@@ -106,7 +107,7 @@ class CheckpointAgent:
         want = self.policy.spec.obs
         got_bev, got_state = tuple(space["bev"].shape), int(space["state"].shape[0])
         if want.bev_shape is not None and (tuple(want.bev_shape), want.state_dim) != (got_bev, got_state):
-            raise ValueError(
+            raise UserError(
                 f"--agent {self.name}: the policy was built for bev {tuple(want.bev_shape)} and state "
                 f"({want.state_dim},), but this scenario gives bev {got_bev} and state ({got_state},)"
             )
@@ -130,7 +131,7 @@ def _check_device(device: str) -> None:
     try:
         torch.empty(0, device=device)
     except (RuntimeError, AssertionError) as exc:  # torch raises AssertionError for "not compiled with CUDA"
-        raise ValueError(f"--device {device}: torch cannot use this device here ({exc})") from None
+        raise UserError(f"--device {device}: torch cannot use this device here ({exc})") from None
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str]:
@@ -142,7 +143,7 @@ def parse_agent_spec(spec: str) -> tuple[str, str]:
     kind, _, argument = spec.partition(":")
     if spec == "expert" or spec in CONSTANT_AGENTS or (kind in ("checkpoint", "advisor") and argument):
         return kind, argument
-    raise ValueError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
+    raise UserError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
 
 
 def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.0) -> Any:

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 from found_rl.events import EpisodeSummary, InfractionKind
 from found_rl.metrics import GlobalScores, RouteScores, count_infractions, global_scores
 
@@ -226,29 +227,29 @@ class ResultsFile:
         try:
             data = json.loads(self.path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{refuse}: it is not valid JSON ({exc}); pass a new path") from exc
+            raise UserError(f"{refuse}: it is not valid JSON ({exc}); pass a new path") from exc
         if not (isinstance(data, dict) and isinstance(data.get("found_rl"), dict)
                 and isinstance(data.get("_checkpoint"), dict)):
-            raise ValueError(
+            raise UserError(
                 f"{refuse}: it is not a found-rl results file (no 'found_rl' and '_checkpoint' "
                 "blocks); pass a new path"
             )
         stored = data["found_rl"].get("identity")
         if stored != self.identity:
-            raise ValueError(
+            raise UserError(
                 f"{refuse}: it holds a different run (stored {stored}, this run {self.identity}); "
                 "pass a new path to start a new run, or the same arguments to resume"
             )
         records = data["_checkpoint"].get("records")
         if not isinstance(records, list):
-            raise ValueError(f"{refuse}: '_checkpoint.records' is not a list; the file is corrupt")
+            raise UserError(f"{refuse}: '_checkpoint.records' is not a list; the file is corrupt")
         try:
             _STORED_RECORDS.validate_python(records)
         except ValidationError as exc:
-            raise ValueError(f"{refuse}: _checkpoint.{_first_error(exc)}; the file is corrupt") from None
+            raise UserError(f"{refuse}: _checkpoint.{_first_error(exc)}; the file is corrupt") from None
         indices = [record["index"] for record in records]
         if len(set(indices)) != len(indices) or any(index >= self.total for index in indices):
-            raise ValueError(
+            raise UserError(
                 f"{refuse}: _checkpoint.records: indices {sorted(indices)} repeat or lie outside this run's "
                 f"{self.total} episodes; the file is corrupt"
             )

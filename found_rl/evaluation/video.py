@@ -11,6 +11,7 @@ from PIL import Image
 
 from found_rl.actions import RoadOption
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
 FPS = 10  # one frame per 0.1 s env step
@@ -64,9 +65,9 @@ class VideoRecorder:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         if self.path.suffix not in VIDEO_SUFFIXES:
-            raise ValueError(f"video {self.path}: suffix must be one of {VIDEO_SUFFIXES}")
+            raise UserError(f"video {self.path}: suffix must be one of {VIDEO_SUFFIXES}")
         if self.path.suffix == ".mp4" and not mp4_supported():
-            raise ValueError(f"video {self.path}: {MP4_NEEDS}; or write a .gif")
+            raise UserError(f"video {self.path}: {MP4_NEEDS}; or write a .gif")
         self.frames: list[np.ndarray | Image.Image] = []
 
     @property

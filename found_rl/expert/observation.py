@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from found_rl.errors import UserError
+
 TARGET_DISTANCE_M = 8.0
 """How far ahead the prompt's next-target vector lies along the route."""
 
@@ -88,19 +90,19 @@ class ExpertObservation:
             ValueError: naming the field that is missing, unknown or of the wrong type.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"expert state: expected an object, got {type(data).__name__}")
+            raise UserError(f"expert state: expected an object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)} | {"target_ego_xy"}  # derived; recomputed
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"expert state: unknown fields {unknown}; allowed: {sorted(known)}")
+            raise UserError(f"expert state: unknown fields {unknown}; allowed: {sorted(known)}")
         for name in ("speed_mps", "command", "route_ego"):
             if name not in data:
-                raise ValueError(f"expert state: missing required field '{name}'")
+                raise UserError(f"expert state: missing required field '{name}'")
         route = data["route_ego"]
         if not isinstance(route, (list, tuple)) or not all(
             isinstance(p, (list, tuple)) and len(p) == 2 for p in route
         ):
-            raise ValueError(f"expert state: route_ego must be a list of [x, y] pairs, got {route!r:.80}")
+            raise UserError(f"expert state: route_ego must be a list of [x, y] pairs, got {route!r:.80}")
         kwargs: dict[str, Any] = {
             "speed_mps": _number(data, "speed_mps"),
             "command": int(_number(data, "command")),
@@ -124,13 +126,13 @@ class ExpertObservation:
 
 def _finite(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"expert state: {name} must be a finite number, got {value!r}")
+        raise UserError(f"expert state: {name} must be a finite number, got {value!r}")
     return float(value)
 
 
 def _number(data: Mapping[str, Any], name: str, default: float | None = None) -> float:
     if name not in data or data[name] is None:
         if default is None:
-            raise ValueError(f"expert state: missing required field '{name}'")
+            raise UserError(f"expert state: missing required field '{name}'")
         return default
     return _finite(data[name], name)

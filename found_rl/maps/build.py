@@ -18,6 +18,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from found_rl.errors import UserError
 from found_rl.maps.opendrive import REPORT_FILE, import_report, read_signal_plan
 from found_rl.maps.opendrive import netconvert_args as opendrive_args
 from found_rl.scenario import GridNetwork, MapConfig, RandomNetwork, SpiderNetwork
@@ -98,13 +99,13 @@ def _run_tool(command: list[str], tool: str, source: Path | None = None) -> None
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise ValueError(
+        raise UserError(
             f"{tool} did not finish within {BUILD_TIMEOUT_S} s: {' '.join(command)}"
         ) from None
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip()
         on = f"{source}: " if source is not None else ""
-        raise ValueError(f"{tool} failed (exit {done.returncode}): {on}{message}")
+        raise UserError(f"{tool} failed (exit {done.returncode}): {on}{message}")
 
 
 def _cached_build(key_material: dict, build: Callable[[Path], None]) -> Path:
@@ -142,7 +143,7 @@ def build_network(config: MapConfig) -> Path:
             names a CARLA town.
     """
     if config.town is not None:
-        raise ValueError(
+        raise UserError(
             f"map.town={config.town!r} is a CARLA town; SUMO needs map.generate or map.file"
         )
     if config.generate is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from xml.sax import SAXException
 
+from found_rl.errors import UserError
+
 
 def read_network(net_path: str | Path):
     """The sumolib net with internal (junction) lanes and pedestrian connections."""
@@ -26,4 +28,4 @@ def read_network(net_path: str | Path):
         TypeError,
         ValueError,
     ) as exc:  # sumolib's parse errors
-        raise ValueError(f"{net_path}: not a readable SUMO network: {exc}") from None
+        raise UserError(f"{net_path}: not a readable SUMO network: {exc}") from None

@@ -24,6 +24,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from found_rl.errors import UserError
+
 TRAFFIC_LIGHT_TYPE = "1000001"
 GREEN_S = 10
 YELLOW_S = 3
@@ -97,7 +99,7 @@ def read_signal_plan(xodr_path: Path) -> SignalPlan:
     try:
         root = ET.parse(xodr_path).getroot()
     except ET.ParseError as exc:
-        raise ValueError(f"{xodr_path}: not a readable OpenDRIVE file: {exc}") from None
+        raise UserError(f"{xodr_path}: not a readable OpenDRIVE file: {exc}") from None
     light_ids = {
         s.get("id")
         for s in root.iter("signal")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.errors import UserError
 from found_rl.world import Route
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class RouteSampling:
         points, label = points[keep], label[keep]
         s = arc_length(points)
         if s[-1] < self.spacing_m:
-            raise ValueError(f"route {route_id!r}: shorter than {self.spacing_m} m")
+            raise UserError(f"route {route_id!r}: shorter than {self.spacing_m} m")
         samples = np.append(np.arange(0.0, s[-1], self.spacing_m), s[-1])
         xy = np.stack([np.interp(samples, s, points[:, 0]), np.interp(samples, s, points[:, 1])], axis=1)
         # A segment belongs to the span of its end point (the first point of each span is dropped

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from found_rl.errors import UserError
+
 
 @dataclass(frozen=True)
 class RouteSpec:
@@ -23,7 +25,7 @@ class RouteSpec:
 
     Attributes:
         route_id: the ``id`` attribute.
-        town: the ``town`` attribute ("" if absent).
+        town: the ``town`` attribute ("" if absent; written only when given).
         waypoints_xy: ``(K, 2)`` float64 CARLA world points, K >= 2.
     """
 
@@ -37,7 +39,7 @@ def _float(element: ET.Element, name: str, where: str) -> float:
     try:
         return float(raw)
     except (TypeError, ValueError):
-        raise ValueError(
+        raise UserError(
             f"{where}: attribute {name!r} must be a number, got {raw!r}"
         ) from None
 
@@ -46,7 +48,8 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
     """Read the routes of a leaderboard route file (only ``town``'s, when given).
 
     The leaderboard's own files (``routes_training.xml``, ``routes_devtest.xml``) hold the
-    routes of several towns, told apart by their ``town`` attribute.
+    routes of several towns, told apart by their ``town`` attribute. Older CARLA and Found-RL
+    route files give no ``town``; such a route is kept whatever ``town`` asks for.
 
     Raises:
         FileNotFoundError: no such file.
@@ -55,20 +58,20 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
     """
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder; pass a leaderboard route XML file")
+        raise UserError(f"{path}: is a folder; pass a leaderboard route XML file")
     if not path.is_file():
         raise FileNotFoundError(f"route file not found: {path}")
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
-        raise ValueError(f"{path}: malformed route XML: {exc}") from None
+        raise UserError(f"{path}: malformed route XML: {exc}") from None
     routes = []
     for index, element in enumerate(root.iter("route")):
         route_id = element.get("id", str(index))
         points = list(element.iter("position")) or list(element.iter("waypoint"))
         where = f"{path}: route {route_id!r}"
         if len(points) < 2:
-            raise ValueError(f"{where}: needs at least 2 waypoints, got {len(points)}")
+            raise UserError(f"{where}: needs at least 2 waypoints, got {len(points)}")
         xy = np.array(
             [
                 [
@@ -82,17 +85,18 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
             RouteSpec(route_id=route_id, town=element.get("town", ""), waypoints_xy=xy)
         )
     if not routes:
-        raise ValueError(
+        raise UserError(
             f"{path}: no <route> elements found (expected the CARLA leaderboard layout)"
         )
     if town is not None:
-        towns = sorted({r.town for r in routes})
-        routes = [r for r in routes if r.town == town]
+        # Older CARLA and Found-RL route files give no town: such routes belong to every town.
+        towns = sorted({r.town for r in routes if r.town})
+        routes = [r for r in routes if r.town in (town, "")]
         if not routes:
-            raise ValueError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
+            raise UserError(f"{path}: no route of town {town!r} (routes.town); the file has towns {towns}")
     ids = [r.route_id for r in routes]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: route ids must be unique, got duplicates in {ids}")
+        raise UserError(f"{path}: route ids must be unique, got duplicates in {ids}")
     return routes
 
 
@@ -100,7 +104,7 @@ def write_routes(path: str | Path, routes: list[RouteSpec]) -> None:
     """Write routes in the current leaderboard layout (``<waypoints><position .../>``)."""
     root = ET.Element("routes")
     for spec in routes:
-        route = ET.SubElement(root, "route", id=spec.route_id, town=spec.town)
+        route = ET.SubElement(root, "route", id=spec.route_id, **({"town": spec.town} if spec.town else {}))
         waypoints = ET.SubElement(route, "waypoints")
         for x, y in spec.waypoints_xy:
             ET.SubElement(waypoints, "position", x=f"{x:.2f}", y=f"{y:.2f}", z="0.0")

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.errors import UserError
 from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.world import Route
@@ -59,7 +60,7 @@ class RoutePlanner:
             if lane.allows(VEHICLE_CLASS)
         ]
         if not self.drivable_lanes:
-            raise ValueError("the network has no lanes open to passenger cars")
+            raise UserError("the network has no lanes open to passenger cars")
         lengths = np.array(
             [self.lane_length(lane.getID()) for lane in self.drivable_lanes]
         )
@@ -139,7 +140,7 @@ class RoutePlanner:
         ]
         if not candidates:
             x, y = self.frame.to_carla_xy(xy_sumo)
-            raise ValueError(
+            raise UserError(
                 f"route {route_id!r}: waypoint {index} at ({x:.1f}, {y:.1f}) is off the network "
                 f"(no drivable lane within {radius} m)"
             )
@@ -165,7 +166,7 @@ class RoutePlanner:
             while out and out[0].getViaLaneID():
                 out = self.net.getLane(out[0].getViaLaneID()).getOutgoing()
             if not out:
-                raise ValueError(
+                raise UserError(
                     f"route {route_id!r}: waypoint {index} lies on a junction lane that leads nowhere"
                 )
             return out[0].getToLane(), 0.0
@@ -222,7 +223,7 @@ class RoutePlanner:
                 lane_a.getEdge(), lane_b.getEdge(), vClass=VEHICLE_CLASS
             )
             if not path:
-                raise ValueError(
+                raise UserError(
                     f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}"
                 )
             edges += list(path[1:]) if path[0] is edges[-1] else list(path)
@@ -238,7 +239,7 @@ class RoutePlanner:
                 if c.getTo() is next_edge
             ]
             if not connections:
-                raise ValueError(
+                raise UserError(
                     f"route {spec.route_id!r}: edge {edge.getID()} does not connect to {next_edge.getID()}"
                 )
             own = [c for c in connections if c.getFromLane() is lane]
@@ -320,7 +321,7 @@ class RoutePlanner:
                     last.lane_id, last.start_m, last.end_m - overshoot, last.command
                 )
                 return spans
-        raise ValueError(
+        raise UserError(
             f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes"
         )
 

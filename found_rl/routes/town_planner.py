@@ -16,6 +16,7 @@ import itertools
 import numpy as np
 
 from found_rl.actions import RoadOption
+from found_rl.errors import UserError
 from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
 from found_rl.routes.leaderboard import RouteSpec
 from found_rl.world import Lane, MapGeometry, Route
@@ -41,7 +42,7 @@ class TownRoutePlanner:
     ) -> None:
         self.lanes: dict[str, Lane] = geometry.lanes
         if not self.lanes:
-            raise ValueError("the town has no driving lanes")
+            raise UserError("the town has no driving lanes")
         self.sampling = sampling or RouteSampling()
         self.max_waypoint_offset_m = max_waypoint_offset_m
         self._length = {key: float(arc_length(lane.centerline)[-1]) for key, lane in self.lanes.items()}
@@ -92,7 +93,7 @@ class TownRoutePlanner:
         lane, position, dist = self.locate(points[index], toward)
         if dist > self.max_waypoint_offset_m:
             x, y = points[index]
-            raise ValueError(
+            raise UserError(
                 f"route {spec.route_id!r}: waypoint {index} at ({x:.1f}, {y:.1f}) is off the town's map "
                 f"(nearest driving lane {dist:.1f} m away, more than {self.max_waypoint_offset_m:g} m)"
             )
@@ -223,7 +224,7 @@ class TownRoutePlanner:
                 continue
             leg = self._path(lane_a, lane_b)
             if leg is None:
-                raise ValueError(f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}")
+                raise UserError(f"route {spec.route_id!r}: no drivable path from waypoint {i} to waypoint {i + 1}")
             path += leg[1:]
         return self.densify(self._spans(path, matches[0][1], matches[-1][1]), spec.route_id)
 
@@ -243,7 +244,7 @@ class TownRoutePlanner:
             if total >= length_m:
                 end = self._length[lane] - (total - length_m)
                 return self.densify(self._spans(path, start, end), route_id)
-        raise ValueError(
+        raise UserError(
             f"could not find a {length_m} m drive without dead ends in {max_tries} tries; use shorter routes"
         )
 

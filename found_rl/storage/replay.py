@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from found_rl.errors import UserError
 from found_rl.models.observation import NumpyObs, ObsSpec, TensorObs
 
 StepId = tuple[int, int, int]
@@ -307,10 +308,10 @@ class ReplayBuffer:
             arrays = {name: value for name, value in arrays.items() if not name.startswith("channels_last_")} | {
                 name: True for name in arrays if name.startswith("channels_last_")}
         except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(f"replay buffer {path}: cannot be read ({exc}); is it truncated?") from None
+            raise UserError(f"replay buffer {path}: cannot be read ({exc}); is it truncated?") from None
         capacity, num_envs, action_dim, cursor, filled = (int(v) for v in arrays.pop("meta"))
         if (capacity, num_envs, action_dim) != (self.capacity, self.num_envs, self.action_dim):
-            raise ValueError(
+            raise UserError(
                 f"replay buffer {path}: saved with capacity {capacity}, {num_envs} clips and {action_dim} action "
                 f"dims; this run has {self.capacity}, {self.num_envs} and {self.action_dim}"
             )
@@ -319,7 +320,7 @@ class ReplayBuffer:
             if key in CHANNELS_LAST and f"channels_last_{key}" not in arrays:  # saved before issue 26: NCHW
                 stored = stored.transpose(0, 2, 3, 1)
             if stored.shape != (filled, *array.shape[1:]):
-                raise ValueError(f"replay buffer {path}: observation {key!r} has shape {stored.shape}")
+                raise UserError(f"replay buffer {path}: observation {key!r} has shape {stored.shape}")
             array[:filled] = stored
         for name in self._ARRAYS:
             getattr(self, name)[:filled] = arrays[name]

@@ -24,6 +24,7 @@ import torch
 
 from found_rl.atomic import replaced_atomically
 from found_rl.checkpoint import read_checkpoint, save_checkpoint
+from found_rl.errors import UserError
 from found_rl.models.policy import PolicySpec
 from found_rl.storage.replay import ReplayBuffer
 
@@ -79,8 +80,8 @@ def load_run_checkpoint(path: Path) -> dict[str, Any]:
     payload = read_checkpoint(path)
     state = payload.get("training_state")
     if not isinstance(state, dict) or "learner" not in state or "counters" not in state:
-        raise ValueError(f"--resume: {path} holds a policy but no training state; it cannot be resumed")
+        raise UserError(f"--resume: {path} holds a policy but no training state; it cannot be resumed")
     replay_name = state.get("replay_file")
     if replay_name is not None and not (path.parent / replay_name).is_file():
-        raise ValueError(f"--resume: {path} needs {replay_name}, which is missing from {path.parent}")
+        raise UserError(f"--resume: {path} needs {replay_name}, which is missing from {path.parent}")
     return state

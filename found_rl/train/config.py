@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from found_rl.errors import UserError
 from found_rl.scenario import format_field_error, yaml_problem
 
 REFERENCE_AGENTS = ("still", "throttle", "expert")
@@ -296,7 +297,7 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any, flag: str) -> None:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ValueError(f"{flag} {key}=...: {part} is not a section")
+            raise UserError(f"{flag} {key}=...: {part} is not a section")
         node = child
     node[parts[-1]] = value
 
@@ -311,26 +312,26 @@ def apply_overrides(data: dict[str, Any], pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
-            raise ValueError(f"--set {pair!r}: expected KEY=VALUE with a dotted key, e.g. budget.env_steps=5000")
+            raise UserError(f"--set {pair!r}: expected KEY=VALUE with a dotted key, e.g. budget.env_steps=5000")
         try:
             value = yaml.safe_load(text) if text else ""
         except yaml.YAMLError as exc:
-            raise ValueError(f"--set {pair!r}: value is not valid YAML: {yaml_problem(exc)}") from None
+            raise UserError(f"--set {pair!r}: value is not valid YAML: {yaml_problem(exc)}") from None
         _set_dotted(data, key, value, "--set")
     return data
 
 
 def _read_yaml(path: Path) -> Any:
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder; pass a scenario or run config YAML file")
+        raise UserError(f"{path}: is a folder; pass a scenario or run config YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
+        raise UserError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
+        raise UserError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
 
 
 def default_run_config(scenario: Path) -> dict[str, Any]:
@@ -376,7 +377,7 @@ def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
         ValueError: one line per problem, each naming ``source`` and the field.
     """
     if not isinstance(data, dict):
-        raise ValueError(f"{source}: expected a mapping of run settings, got {type(data).__name__}")
+        raise UserError(f"{source}: expected a mapping of run settings, got {type(data).__name__}")
     data = {**data, "scenario": _resolved(data.get("scenario"), base_dir)}
     evaluation = data.get("evaluation")
     if isinstance(evaluation, dict) and "scenarios" in evaluation:
@@ -386,7 +387,7 @@ def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
     except ValidationError as exc:
         lines = (format_field_error(source, data, e) for e in exc.errors())
         # a rule across fields names its fields itself
-        raise ValueError("\n".join(line.replace(": (top level): ", ": ", 1) for line in lines)) from None
+        raise UserError("\n".join(line.replace(": (top level): ", ": ", 1) for line in lines)) from None
 
 
 def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig:

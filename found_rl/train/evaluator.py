@@ -128,7 +128,10 @@ class EvaluationResult:
 
 
 def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int) -> None:
-    """The evaluation process: one env, commands from the trainer until it says stop."""
+    """The evaluation process: one env, commands from the trainer until it says stop (or dies)."""
+    from fast_sampler.executors.process_worker import die_with_parent
+
+    die_with_parent()  # a trainer killed with SIGKILL takes this worker with it, silently
     import torch
 
     torch.set_num_threads(1)  # the trainer and the env workers own the other cores
@@ -152,7 +155,10 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
     conn.send(("ready", num_routes))
     try:
         while True:
-            command, payload = conn.recv()
+            try:
+                command, payload = conn.recv()
+            except (EOFError, OSError):  # the trainer is gone: nothing left to answer
+                return
             if command == "stop":
                 return
             try:

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences
 
 
@@ -109,9 +110,9 @@ class RunFolder:
         try:
             data = yaml.safe_load(self.config.read_text())
         except yaml.YAMLError as exc:
-            raise ValueError(f"--resume {self.root}: {self.config.name} is not valid YAML ({exc})") from None
+            raise UserError(f"--resume {self.root}: {self.config.name} is not valid YAML ({exc})") from None
         if not isinstance(data, dict):
-            raise ValueError(f"--resume {self.root}: {self.config.name} does not hold a run config")
+            raise UserError(f"--resume {self.root}: {self.config.name} does not hold a run config")
         return data
 
     def check_resumable_with(self, config: RunConfig) -> None:
@@ -125,7 +126,7 @@ class RunFolder:
             if not line.startswith(RESUMABLE_CHANGES)
         ]
         if differences:
-            raise ValueError(
+            raise UserError(
                 f"--resume {self.root}: the run was made with a different config; differing keys:\n  "
                 + "\n  ".join(differences)
             )
@@ -163,7 +164,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             if number == len(lines):
                 break  # a line the crash cut short
-            raise ValueError(f"{path}: line {number} is not JSON") from None
+            raise UserError(f"{path}: line {number} is not JSON") from None
     return records
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from found_rl.errors import UserError
 from found_rl.vlm.examples import ChatExample
 from vlm_server.backends.hf_vlm import chat_prompt_text
 
@@ -37,7 +38,7 @@ def encode_batch(processor: Any, examples: Sequence[ChatExample]) -> dict[str, t
     answers = tokenizer([example.answer for example in examples], add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the tokenizer has no eos_token, so the model could not learn where an answer ends")
+        raise UserError("the tokenizer has no eos_token, so the model could not learn where an answer ends")
     prompt_ids: torch.Tensor = prompts["input_ids"]
     prompt_lengths = prompts["attention_mask"].sum(dim=1).tolist()
     rows = [list(answer) + [eos] for answer in answers]

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from found_rl.errors import UserError
 from found_rl.vlm.lora import LoraSettings
 
 METHODS = ("lora", "full")
@@ -77,23 +78,23 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+            raise UserError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name, minimum in (("batch_size", 1), ("grad_accum", 1), ("save_every", 1), ("log_every", 1),
                               ("eval_every", 0), ("eval_samples", 1)):
             if getattr(self, name) < minimum:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(self, name)}")
+                raise UserError(f"--{name.replace('_', '-')} must be >= {minimum}, got {getattr(self, name)}")
         if self.steps is not None and self.steps < 1:
-            raise ValueError(f"--steps must be >= 1, got {self.steps}")
+            raise UserError(f"--steps must be >= 1, got {self.steps}")
         if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
-            raise ValueError(f"--max-minutes must be a number of minutes > 0, got {self.max_minutes}")
+            raise UserError(f"--max-minutes must be a number of minutes > 0, got {self.max_minutes}")
         if not (math.isfinite(self.epochs) and self.epochs > 0):
-            raise ValueError(f"--epochs must be > 0, got {self.epochs}")
+            raise UserError(f"--epochs must be > 0, got {self.epochs}")
         if self.learning_rate is None:
             object.__setattr__(self, "learning_rate", 2e-4 if self.method == "lora" else 1e-5)
         if not 0.0 <= self.warmup_fraction < 1.0:
-            raise ValueError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+            raise UserError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -101,7 +102,7 @@ def resolve_device(device: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+        raise UserError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
     return resolved
 
 
@@ -109,7 +110,7 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     """The autocast dtype, or None for plain fp32."""
     if device.type != "cuda":
         if precision in ("bf16", "fp16"):
-            raise ValueError(f"--precision {precision}: mixed precision needs a CUDA device; use fp32 on {device}")
+            raise UserError(f"--precision {precision}: mixed precision needs a CUDA device; use fp32 on {device}")
         return None
     if precision == "fp32":
         return None

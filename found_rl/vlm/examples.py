@@ -18,6 +18,7 @@ import numpy as np
 
 from found_rl.dataset.shards import read_manifest
 from found_rl.dataset.text import IMAGE_TOKEN
+from found_rl.errors import UserError
 
 SPLITS = ("train", "eval", "all")
 
@@ -78,7 +79,7 @@ def load_chat_examples(directory: str | Path) -> list[ChatExample]:
             raise FileNotFoundError(f"--data {directory}: shard {shard['name']} listed in the manifest is missing")
         examples.extend(_read_shard(path))
     if not examples:
-        raise ValueError(
+        raise UserError(
             f"--data {directory}: the dataset has no chat samples (manifest lists {manifest['num_samples']} "
             "samples); collect some with `found-rl expert collect --steps N --out DIR`"
         )
@@ -106,7 +107,7 @@ def _example(path: Path, key: str, group: dict[str, bytes]) -> ChatExample:
             "`found-rl expert collect`, which writes one per sample"
             if "chat.json" in missing else ""
         )
-        raise ValueError(f"{where}: lacks {', '.join(missing)} (a chat sample needs png, json and chat.json){no_chat}")
+        raise UserError(f"{where}: lacks {', '.join(missing)} (a chat sample needs png, json and chat.json){no_chat}")
     try:
         chat = json.loads(group["chat.json"])
         human, gpt = chat["conversations"]
@@ -126,13 +127,13 @@ def _example(path: Path, key: str, group: dict[str, bytes]) -> ChatExample:
             episode=int(metadata.get("meta", {}).get("episode", 0)),
         )
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(
+        raise UserError(
             f"{where}: malformed chat sample ({type(exc).__name__}: {exc}); expected chat.json "
             '{"conversations": [{"from": "human", ...}, {"from": "gpt", ...}]} and json with action, '
             "command, speed_mps, target_ego"
         ) from None
     if not prompt.startswith(IMAGE_TOKEN):
-        raise ValueError(f"{where}: the human turn does not start with the image token {IMAGE_TOKEN!r}")
+        raise UserError(f"{where}: the human turn does not start with the image token {IMAGE_TOKEN!r}")
     return example
 
 
@@ -143,12 +144,12 @@ def split_episodes(episodes: Iterable[int], eval_fraction: float, seed: int) -> 
         ValueError: ``eval_fraction`` outside ``[0, 1)``, or too few episodes to hold any out.
     """
     if not 0.0 <= eval_fraction < 1.0:
-        raise ValueError(f"--eval-fraction must be in [0, 1), got {eval_fraction}")
+        raise UserError(f"--eval-fraction must be in [0, 1), got {eval_fraction}")
     unique = sorted(set(episodes))
     if eval_fraction == 0.0:
         return set(unique), set()
     if len(unique) < 2:
-        raise ValueError(
+        raise UserError(
             f"--eval-fraction {eval_fraction}: the dataset has {len(unique)} episode(s), so none can be held "
             "out for evaluation while training on the rest; collect more steps or pass --eval-fraction 0"
         )
@@ -161,7 +162,7 @@ def split_episodes(episodes: Iterable[int], eval_fraction: float, seed: int) -> 
 def select_split(examples: Sequence[ChatExample], split: str, eval_fraction: float, seed: int) -> list[ChatExample]:
     """The examples of ``split`` (``train``, ``eval`` or ``all``) under the episode split."""
     if split not in SPLITS:
-        raise ValueError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise UserError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     if split == "all":
         return list(examples)
     train, held_out = split_episodes((e.episode for e in examples), eval_fraction, seed)

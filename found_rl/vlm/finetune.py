@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError, as_user_error
 from found_rl.vlm.batches import count_tokens, encode_batch
 from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_device, resolve_precision
 from found_rl.vlm.examples import load_chat_examples, split_episodes
@@ -94,17 +95,17 @@ class Finetuner:
         config_path = self.out / "config.json"
         if resume:
             if not config_path.is_file():
-                raise ValueError(f"--resume: {self.out} holds no fine-tuning run (no config.json); drop --resume")
+                raise UserError(f"--resume: {self.out} holds no fine-tuning run (no config.json); drop --resume")
             previous = json.loads(config_path.read_text())
             current = config_json(self.config)
             changed = [k for k in RESUME_KEYS if previous.get(k) != current.get(k)]
             if changed:
-                raise ValueError(
+                raise UserError(
                     f"--resume: {self.out} was trained with other settings ({', '.join(changed)}: "
                     f"{[previous.get(k) for k in changed]} vs now {[current.get(k) for k in changed]})"
                 )
         elif self.out.exists() and any(self.out.iterdir()):
-            raise ValueError(
+            raise UserError(
                 f"--out {self.out}: folder is not empty; pass --resume to continue that run, or a new folder"
             )
 
@@ -116,23 +117,25 @@ class Finetuner:
         from vlm_server.backends.hf_vlm import chat_prompt_text
 
         config = self.config
-        check_image_text_to_text(config.model, config.trust_remote_code)
+        with as_user_error():  # --model is no chat model that takes images
+            check_image_text_to_text(config.model, config.trust_remote_code)
         if config.method == "lora" and untrained_card(config.model) is not None:
-            raise ValueError(
+            raise UserError(
                 f"--lora: model {config.model} was initialised from scratch by `found-rl vlm init`, so its "
                 "weights hold nothing for adapters to build on; train every weight with --full"
             )
         self.processor = AutoProcessor.from_pretrained(config.model, trust_remote_code=config.trust_remote_code)
-        check_chat_template(self.processor, config.model)
+        with as_user_error():
+            check_chat_template(self.processor, config.model)
         # LoRA on a GPU: frozen base weights in the autocast dtype (half the memory); adapters
         # and full fine-tuning keep fp32 master weights.
         load_dtype = self.autocast_dtype if (config.method == "lora" and self.autocast_dtype) else torch.float32
         model = AutoModelForImageTextToText.from_pretrained(
             config.model, dtype=load_dtype, trust_remote_code=config.trust_remote_code
         ).to(self.device)
-        check_image_size(
-            self.processor, model, self.image_hw, chat_prompt_text(self.processor, build_prompt(4, 0.0)), config.model
-        )
+        prompt = chat_prompt_text(self.processor, build_prompt(4, 0.0))
+        with as_user_error():
+            check_image_size(self.processor, model, self.image_hw, prompt, config.model)
         torch.manual_seed(config.seed)  # adapter initialisation and dropout
         if config.method == "lora":
             model = add_lora(model, config.lora, config.model)
@@ -157,9 +160,9 @@ class Finetuner:
 
     def _restore(self, state: dict[str, Any]) -> None:
         if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{self.out / 'checkpoint.pt'}: not a found-rl VLM fine-tuning checkpoint")
+            raise UserError(f"{self.out / 'checkpoint.pt'}: not a found-rl VLM fine-tuning checkpoint")
         if set(state["trainable"]) != set(self.trainable):
-            raise ValueError(f"{self.out / 'checkpoint.pt'}: its trainable weights do not match this model")
+            raise UserError(f"{self.out / 'checkpoint.pt'}: its trainable weights do not match this model")
         with torch.no_grad():
             for name, value in state["trainable"].items():
                 self.trainable[name].copy_(value)
@@ -276,13 +279,13 @@ class Finetuner:
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
         except torch.cuda.OutOfMemoryError:
-            raise ValueError(
+            raise UserError(
                 f"out of GPU memory at --batch-size {config.batch_size}: try --batch-size "
                 f"{max(1, config.batch_size // 2)} --grad-accum {config.grad_accum * 2} (the same effective batch), "
                 "--gradient-checkpointing, or --lora"
             ) from None
         if not math.isfinite(losses[-1]):
-            raise ValueError(
+            raise UserError(
                 f"the answer loss became {losses[-1]} at step {self.step + 1}; lower --learning-rate "
                 f"(now {config.learning_rate:g}) or use --precision fp32/bf16"
             )

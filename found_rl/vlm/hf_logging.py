@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import warnings
 
+from found_rl.errors import UserError
+
 
 def quiet_transformers() -> None:
     """No weight-loading progress bars or advisory warnings between ours."""
     try:
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
-        raise ValueError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
+        raise UserError(f"found-rl vlm needs the hf extra: pip install 'found-rl[hf]' ({exc})") from None
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     # peft calls a transformers property that v5 deprecates; nothing a user can act on

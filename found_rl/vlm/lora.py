@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from found_rl.errors import UserError
+
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LANGUAGE_MODEL_MARKERS = ("language_model", "text_model", "llm")
 
@@ -28,11 +30,11 @@ class LoraSettings:
 
     def __post_init__(self) -> None:
         if self.rank < 1:
-            raise ValueError(f"--lora-rank must be >= 1, got {self.rank}")
+            raise UserError(f"--lora-rank must be >= 1, got {self.rank}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"--lora-dropout must be in [0, 1), got {self.dropout}")
+            raise UserError(f"--lora-dropout must be in [0, 1), got {self.dropout}")
         if not self.targets:
-            raise ValueError("--lora-targets must name at least one module, e.g. q_proj,v_proj")
+            raise UserError("--lora-targets must name at least one module, e.g. q_proj,v_proj")
 
 
 def language_model_linears(model: torch.nn.Module) -> dict[str, str]:
@@ -53,14 +55,14 @@ def target_modules(model: torch.nn.Module, targets: Sequence[str], model_name: s
     """
     linears = language_model_linears(model)
     if not linears:
-        raise ValueError(
+        raise UserError(
             f"model {model_name}: found no linear layers under a language-model module "
             f"({', '.join(LANGUAGE_MODEL_MARKERS)}); fine-tune it with --full instead"
         )
     available = sorted(set(linears.values()))
     unknown = [t for t in targets if t not in available]
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"--lora-targets: {', '.join(unknown)} not in the language model of {model_name}; "
             f"its linear layers are: {', '.join(available)}"
         )

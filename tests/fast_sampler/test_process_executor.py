@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -180,3 +181,42 @@ def test_workers_end_when_their_parent_is_killed() -> None:
         time.sleep(0.05)
     os.kill(worker_pid, signal.SIGKILL)  # our own leftover, by PID
     raise AssertionError(f"worker {worker_pid} outlived its killed parent")
+
+
+def test_workers_of_a_killed_parent_exit_quietly_and_leave_no_shared_memory() -> None:
+    """After ``kill -9`` of the trainer: no traceback, no leaked-shared-memory warning, no /dev/shm block."""
+    import subprocess
+    import sys
+
+    script = (
+        "import time, gymnasium as gym\n"
+        "from fast_sampler import ProcessExecutor\n"
+        "executor = ProcessExecutor([lambda: gym.make('CartPole-v1')] * 2)\n"
+        "executor.reset({0: 0, 1: 1})\n"
+        "print(executor.worker_pid(0), executor.worker_pid(1), executor.shared_memory_name, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    *pids, shm_name = parent.stdout.readline().split()
+    os.kill(parent.pid, signal.SIGKILL)
+    try:
+        # stderr reaches EOF once the workers and the resource tracker (which warns of leaks) are gone.
+        _, stderr = parent.communicate(timeout=30)
+    finally:
+        for pid in map(int, pids):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # our own leftovers, by PID
+    assert not [pid for pid in map(int, pids) if _running(pid)]
+    assert "Traceback" not in stderr and "leaked" not in stderr, stderr
+    if Path("/dev/shm").is_dir():
+        assert not (Path("/dev/shm") / shm_name.lstrip("/")).exists()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (an exited worker may wait a moment as a zombie to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False

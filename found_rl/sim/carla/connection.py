@@ -6,9 +6,11 @@ import hashlib
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from types import ModuleType
+from typing import Any
 
 from found_rl.scenario import MapConfig
 from found_rl.sim.carla.errors import CarlaSetupError
@@ -26,7 +28,9 @@ class CarlaEndpoint:
         host: server host name or address.
         port: RPC port (``-carla-rpc-port``).
         traffic_manager_port: port of this client's Traffic Manager.
-        timeout_s: longest wait for one answer (connect, load, tick).
+        timeout_s: longest wait for one answer (connect, tick).
+        load_timeout_s: longest wait for the server to load a town or build a world from an
+            OpenDRIVE file (minutes on a real town, on a busy GPU).
         retries: connection attempts before giving up.
         probe_tcp: try a plain TCP connection first, so a port nobody listens on fails in
             seconds (the client itself waits ``timeout_s`` per try even when refused).
@@ -36,6 +40,7 @@ class CarlaEndpoint:
     port: int = 2000
     traffic_manager_port: int = 8000
     timeout_s: float = 20.0
+    load_timeout_s: float = 300.0
     retries: int = 3
     probe_tcp: bool = True
 
@@ -147,8 +152,12 @@ def town_name(path: str) -> str:
 def load_world(carla: ModuleType, client, map_config: MapConfig, endpoint: CarlaEndpoint):
     """Load the scenario's town (or build a world from its OpenDRIVE file); reuse it if loaded.
 
+    Loading waits up to ``endpoint.load_timeout_s`` (then the client's timeout is ``timeout_s``
+    again).
+
     Raises:
-        CarlaSetupError: the town is not on the server (the available towns are listed).
+        CarlaSetupError: the town is not on the server (the available towns are listed), or the
+            server did not finish loading within ``endpoint.load_timeout_s``.
     """
     if map_config.file is not None:
         if not str(map_config.file).endswith(".xodr"):
@@ -163,7 +172,8 @@ def load_world(carla: ModuleType, client, map_config: MapConfig, endpoint: Carla
             vertex_distance=2.0, max_road_length=50.0, wall_height=0.0, additional_width=0.6,
             smooth_junctions=True, enable_mesh_visibility=True,
         )  # fmt: skip
-        return client.generate_opendrive_world(text, parameters)
+        return _loading(client, endpoint, f"building a world from {map_config.file}",
+                        lambda: client.generate_opendrive_world(text, parameters))  # fmt: skip
     wanted = map_config.town
     available = {town_name(path): path for path in client.get_available_maps()}
     if wanted not in available:
@@ -174,7 +184,21 @@ def load_world(carla: ModuleType, client, map_config: MapConfig, endpoint: Carla
     world = client.get_world()
     if town_name(world.get_map().name) == wanted:
         return world
-    return client.load_world(wanted)
+    return _loading(client, endpoint, f"loading {wanted}", lambda: client.load_world(wanted))
+
+
+def _loading(client, endpoint: CarlaEndpoint, doing: str, load: Callable[[], Any]) -> Any:
+    """``load()`` under the longer map-load timeout; a timeout becomes a :class:`CarlaSetupError`."""
+    client.set_timeout(endpoint.load_timeout_s)
+    try:
+        return load()
+    except RuntimeError as exc:
+        raise CarlaSetupError(
+            f"the CARLA server at {endpoint.address} did not finish {doing} within "
+            f"{endpoint.load_timeout_s:g} s ({exc}); a slow machine needs a longer load_timeout_s"
+        ) from None
+    finally:
+        client.set_timeout(endpoint.timeout_s)
 
 
 def _opendrive_id(text: str) -> str:

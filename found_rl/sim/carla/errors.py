@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from fast_sampler.errors import EnvLostError
+from found_rl.errors import UserError
 
 
-class CarlaSetupError(ValueError):
+class CarlaSetupError(UserError):
     """Something the user set up or wrote is wrong: no server on the port, a version mismatch,
     an unknown town, a route off the map, a port range in use, a bad ``CARLA_ROOT``.
 
-    A ``ValueError``, so the CLI prints it on one line and exits 2.
+    A :class:`~found_rl.errors.UserError`, so the CLI prints it on one line and exits 2.
     """
 
 

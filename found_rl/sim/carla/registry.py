@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 from found_rl.maps.build import cache_root
 from found_rl.sim.carla.supervisor import ServerRecord
 
@@ -30,7 +31,7 @@ def read_registry(path: Path) -> list[ServerRecord]:
         entries = json.loads(path.read_text(encoding="utf-8"))
         return [ServerRecord(**entry) for entry in entries]
     except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
-        raise ValueError(
+        raise UserError(
             f"{path}: not a found-rl CARLA server registry ({exc}); delete it or pass --registry"
         ) from None
 

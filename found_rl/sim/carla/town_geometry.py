@@ -1,16 +1,20 @@
 """Static map geometry of a CARLA town from its OpenDRIVE map, sampled through waypoints.
 
-Lanes are the topology's driving lanes (id ``road_section_lane``) sampled every metre with
-``next_until_lane_end``; road polygons, lane markings (from each lane's marking types),
-sidewalks (the sidewalk lanes beside them) and crosswalks follow. The result is cached per
-town, in memory and on disk under the hash of the town's OpenDRIVE text, so a later process
-(or reset) pays nothing for it.
+Lanes are the driving lanes (id ``road_section_lane``) of the topology and of
+``generate_waypoints`` (the topology leaves out some dead-end lanes, and an isolated road may
+have none), sampled every metre with ``next_until_lane_end``; road polygons, lane markings
+(from each lane's marking types), sidewalks (the sidewalk lanes beside them) and crosswalks
+follow. libcarla repeats a lane's last waypoint when its length is a whole number of metres,
+so every polyline drops repeated points. The result is cached per town, in memory and on disk
+under the hash of the town's OpenDRIVE text, so a later process (or reset) pays nothing for it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
+import xml.etree.ElementTree as ET
+from collections import Counter
 
 import numpy as np
 
@@ -19,8 +23,9 @@ from found_rl.maps.build import cache_root
 from found_rl.maps.geometry import lane_polygon, offset_polyline
 from found_rl.world import Lane, MapGeometry, Polyline
 
-GEOMETRY_VERSION = 2
-"""Bumped when the pickled types change (2: they moved to ``found_rl.world``)."""
+GEOMETRY_VERSION = 3
+"""Bumped when the pickled geometry changes (2: the types moved to ``found_rl.world``; 3: repeated
+waypoints dropped and lanes taken from the waypoints too)."""
 SAMPLE_M = 1.0
 SOLID_MARKINGS = frozenset({"Solid", "SolidSolid", "SolidBroken", "BrokenSolid", "Curb", "Grass"})
 BROKEN_MARKINGS = frozenset({"Broken", "BrokenBroken", "BottsDots"})
@@ -65,21 +70,87 @@ def _sidewalk_beside(waypoint):
     return None
 
 
-def _crosswalk_polygons(carla_map) -> list[np.ndarray]:
-    """``get_crosswalks`` lists each crosswalk's corners, repeating the first to close it."""
-    polygons, ring = [], []
-    for location in carla_map.get_crosswalks():
-        point = (float(location.x), float(location.y))
-        if ring and np.hypot(point[0] - ring[0][0], point[1] - ring[0][1]) < 1e-3 and len(ring) >= 3:
-            polygons.append(np.asarray(ring, dtype=np.float64))
-            ring = []
-        else:
-            ring.append(point)
+def distinct_points(points: np.ndarray, tolerance_m: float = 1e-3) -> np.ndarray:
+    """``points`` without a point that repeats the one before it (within ``tolerance_m``)."""
+    points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    if len(points) < 2:
+        return points
+    keep = np.concatenate([[True], np.linalg.norm(np.diff(points, axis=0), axis=1) > tolerance_m])
+    return points[keep]
+
+
+def crosswalk_corner_counts(opendrive_text: str) -> list[int]:
+    """Corners of each crosswalk outline in an OpenDRIVE file (a closed outline repeats its first)."""
+    try:
+        root = ET.fromstring(opendrive_text)
+    except ET.ParseError:
+        return []
+    return [
+        len(outline.findall("cornerLocal"))
+        for crosswalk in root.iter("object")
+        if crosswalk.get("type") == "crosswalk"
+        for outline in crosswalk.iter("outline")
+    ]
+
+
+def crosswalk_outlines(points: np.ndarray, corner_counts: list[int]) -> list[np.ndarray]:
+    """Split ``get_crosswalks`` points into one polygon per crosswalk.
+
+    libcarla lists every crosswalk's outline corners one after another, as the OpenDRIVE file
+    gives them: a closed outline repeats its first corner, an open one does not, and nothing
+    else marks where one ends. ``corner_counts`` (:func:`crosswalk_corner_counts`, in any order)
+    says how long outlines are: at each start a closing corner decides, else the commonest
+    length that fits. Without counts, outlines of 4 (open) or 5 (closed) corners are assumed.
+    """
+    points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    tally = Counter(corner_counts or [4, 5])
+    polygons, start = [], 0
+    while start < len(points):
+        fitting = [n for n in tally if n >= 3 and start + n <= len(points)]
+        if not fitting:
+            break
+        closing = [n for n in fitting if n >= 4 and np.allclose(points[start + n - 1], points[start], atol=1e-3)]
+        count = min(closing) if closing else max(fitting, key=lambda n: (tally[n], -n))
+        ring = distinct_points(points[start : start + count])
+        if len(ring) > 1 and np.allclose(ring[-1], ring[0], atol=1e-3):
+            ring = ring[:-1]
+        if len(ring) >= 3:
+            polygons.append(ring)
+        start += count
     return polygons
 
 
-def extract_town_geometry(carla_map, map_id: str) -> MapGeometry:
-    """Build :class:`MapGeometry` (CARLA frame) from a ``carla.Map``."""
+def _crosswalk_polygons(carla_map) -> list[np.ndarray]:
+    points = np.asarray([(float(p.x), float(p.y)) for p in carla_map.get_crosswalks()], dtype=np.float64)
+    return crosswalk_outlines(points, crosswalk_corner_counts(carla_map.to_opendrive()))
+
+
+def _lane_start(waypoint, key: str):
+    """The first waypoint of lane ``key``, at most :data:`SAMPLE_M` before ``waypoint``.
+
+    The farthest ``previous`` step that stays on the lane (``previous_until_lane_start`` crashes
+    libcarla 0.9.16 on a lane without predecessor).
+    """
+
+    def on_lane(distance_m: float) -> list:
+        return [wp for wp in waypoint.previous(distance_m) if lane_key(wp) == key]
+
+    found = on_lane(SAMPLE_M)
+    if found:
+        return found[0]
+    best, low, high = waypoint, 0.0, SAMPLE_M
+    for _ in range(12):  # to a quarter millimetre
+        middle = (low + high) / 2.0
+        found = on_lane(middle)
+        if found:
+            best, low = found[0], middle
+        else:
+            high = middle
+    return best
+
+
+def _lane_samples(carla_map) -> tuple[dict[str, list], dict[str, set[str]]]:
+    """Every driving lane's waypoints every metre from its start, and the topology's successors."""
     samples_by_lane: dict[str, list] = {}
     successors: dict[str, set[str]] = {}
     for entry, exit_ in carla_map.get_topology():
@@ -88,13 +159,30 @@ def extract_town_geometry(carla_map, map_id: str) -> MapGeometry:
         successors.setdefault(key, set()).add(lane_key(exit_))
         if key not in samples_by_lane:
             samples_by_lane[key] = [entry, *entry.next_until_lane_end(SAMPLE_M)]
+    earliest: dict[str, object] = {}
+    for waypoint in carla_map.generate_waypoints(SAMPLE_M):
+        key = lane_key(waypoint)
+        if key in samples_by_lane:
+            continue
+        # Right lanes (negative ids) run along the road's s, left lanes against it.
+        first = earliest.get(key)
+        if first is None or (waypoint.s < first.s) == (waypoint.lane_id < 0):
+            earliest[key] = waypoint
+    for key, waypoint in sorted(earliest.items()):
+        start = _lane_start(waypoint, key)
+        samples_by_lane[key] = [start, *start.next_until_lane_end(SAMPLE_M)]
+        successors.setdefault(key, set())
+    return samples_by_lane, successors
+
+
+def extract_town_geometry(carla_map, map_id: str) -> MapGeometry:
+    """Build :class:`MapGeometry` (CARLA frame) from a ``carla.Map``."""
+    samples_by_lane, successors = _lane_samples(carla_map)
     lanes: dict[str, Lane] = {}
     road, solid, broken, sidewalks = [], [], [], []
     for key, samples in samples_by_lane.items():
         entry = samples[0]
-        points = np.asarray([_xy(wp) for wp in samples], dtype=np.float64)
-        keep = np.concatenate([[True], np.linalg.norm(np.diff(points, axis=0), axis=1) > 1e-3])
-        points = points[keep]
+        points = distinct_points([_xy(wp) for wp in samples])
         if len(points) < 2:
             yaw = np.radians(entry.transform.rotation.yaw)
             points = np.vstack([points[:1], points[:1] + 0.01 * np.array([np.cos(yaw), np.sin(yaw)])])
@@ -124,8 +212,8 @@ def extract_town_geometry(carla_map, map_id: str) -> MapGeometry:
                 broken.append(line)
         kerb = [_sidewalk_beside(wp) for wp in samples]
         walk = [wp for wp in kerb if wp is not None]
-        if len(walk) >= 2:
-            sidewalk = np.asarray([_xy(wp) for wp in walk], dtype=np.float64)
+        sidewalk = distinct_points([_xy(wp) for wp in walk])
+        if len(sidewalk) >= 2:
             sidewalks.append(lane_polygon(sidewalk, float(walk[0].lane_width)))
     crossings = _crosswalk_polygons(carla_map)
     everything = np.concatenate(road + sidewalks + crossings) if road else np.zeros((1, 2))

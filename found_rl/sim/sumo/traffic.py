@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from found_rl.errors import UserError
 from found_rl.sim.sumo.spawn_safety import EgoEnvelope
 
 EGO_TYPE = "found_rl_ego"
@@ -147,7 +148,7 @@ class TripPool:
                     (walk_edges[start], float(rng.uniform(0.0, length)), list(stages))
                 )
         if not routes:
-            raise ValueError(
+            raise UserError(
                 "the network has no drivable route between two edges for background traffic"
             )
         starts = np.array(

@@ -17,8 +17,9 @@ def run_bench(capsys, *flags: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_tiny_parity_run_prints_the_report(capsys):
+def test_tiny_parity_run_prints_the_report(capsys, progress_bars):
     report = run_bench(capsys, "--rows", "sac", "ppo", "--sac-steps", "60", "--ppo-steps", "512")
+    assert progress_bars.finished("bench learners")  # one step per training run
     for key in (
         "sac_pendulum_return",
         "ppo_cartpole_return",

@@ -21,8 +21,9 @@ def test_flops_follow_the_layers():
 
 
 @pytest.mark.parametrize("preset", ["cpu"])
-def test_json_report(capsys, preset):
+def test_json_report(capsys, preset, progress_bars):
     assert cli.main(["bench", "policy", "--preset", preset, "--seconds", "0.05", "--threads", "1", "--json"]) == 0
+    assert progress_bars.finished("bench policy")
     report = json.loads(capsys.readouterr().out)
     assert report["preset"] == preset and report["fps_b1"] > 0 and report["fps_b64"] > 0
     assert report["sac_updates_per_s"] > 0 and set(report["targets_met"]) == set(TARGETS[preset])

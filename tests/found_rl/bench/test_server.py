@@ -5,7 +5,7 @@ import math
 from found_rl.bench import server
 
 
-def test_server_benchmark_runs_end_to_end_and_reports_integrity(capsys):
+def test_server_benchmark_runs_end_to_end_and_reports_integrity(capsys, progress_bars):
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     server.configure(parser)
@@ -27,6 +27,7 @@ def test_server_benchmark_runs_end_to_end_and_reports_integrity(capsys):
         ]
     )
     assert args.run(args) == 0
+    assert progress_bars.finished("bench server")  # one step per measured load
     report = json.loads(capsys.readouterr().out)
     for key in (
         "batching_speedup_64",

@@ -200,3 +200,41 @@ def test_import_town_needs_a_town_when_the_routes_hold_several(tmp_path, capsys)
     assert "argument --vehicles: expected N or MIN,MAX (integers), got 'many'" in capsys.readouterr().err
     assert cli.main(["scenario", "import-town", str(tmp_path / "missing.xodr"), "--out", str(tmp_path / "s.yaml")]) == 2
     assert "missing.xodr: expected an existing OpenDRIVE .xodr file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("town", [None, "crossroads"])
+def test_import_town_accepts_routes_without_a_town_and_says_so(tmp_path, capsys, town):
+    from found_rl.maps.sample_opendrive import crossroads_xodr
+    from found_rl.routes import RouteSpec, write_routes
+    from found_rl.scenario import load_scenario
+
+    (tmp_path / "crossroads.xodr").write_text(crossroads_xodr())
+    routes = tmp_path / "routes.xml"
+    _crossroads_routes(routes)
+    write_routes(routes, [RouteSpec(s.route_id, "", s.waypoints_xy) for s in parse_routes(routes)[:2]])
+    assert "town=" not in routes.read_text()
+    out = tmp_path / "s.yaml"
+    args = ["scenario", "import-town", str(tmp_path / "crossroads.xodr"), "--routes", str(routes), "--out", str(out)]
+    assert cli.main(args + (["--town", town] if town else [])) == 0
+    captured = capsys.readouterr()
+    kept = "kept for --town crossroads" if town else "all 2 are used"
+    assert f"note: 2 of 2 routes carry no town attribute; {kept}" in captured.err
+    assert "2 routes" in captured.out
+    assert load_scenario(out).routes.town == town
+    assert cli.main(["scenario", "check", str(out)]) == 0
+
+
+def test_routes_on_a_map_without_lights_fall_back_to_plain_drives_with_a_warning(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        "map:\n  generate: {type: grid, junctions: 2, block_length_m: 70, traffic_lights: false}\n"
+        "routes: {random_length_m: 100}\n"
+    )
+    out = tmp_path / "r.xml"
+    base = ["scenario", "routes", "--scenario", str(scenario), "--count", "3", "--length-m", "120", "--out", str(out)]
+    assert cli.main(base) == 0
+    err = capsys.readouterr().err
+    assert "warning: only 0 of 3 routes turn at signalised junctions (the map has 0 traffic lights)" in err
+    assert len(parse_routes(out)) == 3
+    assert cli.main([*base, "--turns", "any"]) == 0
+    assert "warning" not in capsys.readouterr().err and len(parse_routes(out)) == 3

@@ -97,3 +97,17 @@ def test_a_folder_is_not_a_route_file(tmp_path):
     (tmp_path / "routes.xml").mkdir()
     with pytest.raises(ValueError, match=r"routes\.xml: is a folder"):
         parse_routes(tmp_path / "routes.xml")
+
+
+def test_routes_without_a_town_are_kept_whatever_town_is_asked_for(tmp_path):
+    (tmp_path / "r.xml").write_text(CURRENT.replace(' town="Town01"', "", 1))
+    assert [r.route_id for r in parse_routes(tmp_path / "r.xml", "Town01")] == ["7", "8"]
+    assert [r.route_id for r in parse_routes(tmp_path / "r.xml", "Town05")] == ["7"]
+    (tmp_path / "all.xml").write_text(CURRENT)
+    with pytest.raises(ValueError, match=r"no route of town 'Town05'"):
+        parse_routes(tmp_path / "all.xml", "Town05")
+
+
+def test_an_absent_town_is_not_written_as_an_empty_one(tmp_path):
+    write_routes(tmp_path / "r.xml", [RouteSpec("a", "", np.array([[0.0, 0.0], [1.0, 1.0]]))])
+    assert "town" not in (tmp_path / "r.xml").read_text()

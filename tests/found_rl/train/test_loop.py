@@ -134,7 +134,7 @@ def test_episodes_cut_by_global_truncation_are_charted_too(finished_run):
     """Charting only self-ended episodes reads training RC low (survivorship): every end counts."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    run_dir, result = finished_run
+    run_dir, _ = finished_run
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     cut = [event.value for event in events.Scalars(tags.EPISODE_CUT_BY_FAST)]

@@ -33,8 +33,8 @@ class Vector3D:
 
 
 class Location(Vector3D):
-    def distance(self, other: Location) -> float:
-        return math.dist((self.x, self.y, self.z), (other.x, other.y, other.z))
+    def distance(self, location: Location) -> float:
+        return math.dist((self.x, self.y, self.z), (location.x, location.y, location.z))
 
 
 @dataclass
@@ -176,6 +176,8 @@ class Waypoint:
             out.append(Waypoint(town, self._key, s))
             s += distance
         out.append(Waypoint(town, self._key, town.length(self._key)))
+        if abs(s - town.length(self._key)) < 1e-6:
+            out.append(Waypoint(town, self._key, town.length(self._key)))  # libcarla repeats a whole metre's end
         return out
 
     def _side(self, side: str) -> Waypoint | None:
@@ -206,6 +208,14 @@ class Map:
             return None
         return Waypoint(self._town, key, s)
 
+    def generate_waypoints(self, distance: float) -> list[Waypoint]:
+        town = self._town
+        return [
+            Waypoint(town, key, s)
+            for key in town.lanes
+            for s in np.arange(0.0, town.length(key), distance)
+        ]
+
     def get_spawn_points(self) -> list[Transform]:
         return [Transform(Location(x, y, 0.5), Rotation(yaw=yaw)) for x, y, yaw in self._town.spawn_points]
 
@@ -227,36 +237,36 @@ class ActorBlueprint:
         self.id = blueprint_id
         self._attributes = dict(attributes)
 
-    def has_attribute(self, name: str) -> bool:
-        return name in self._attributes
+    def has_attribute(self, id: str) -> bool:
+        return id in self._attributes
 
-    def get_attribute(self, name: str) -> ActorAttribute:
-        return ActorAttribute(self._attributes[name])
+    def get_attribute(self, id: str) -> ActorAttribute:
+        return ActorAttribute(self._attributes[id])
 
-    def set_attribute(self, name: str, value: str) -> None:
-        if name not in self._attributes:
-            raise IndexError(f"blueprint {self.id!r} has no attribute {name!r}")
-        self._attributes[name] = value
+    def set_attribute(self, id: str, value: str) -> None:
+        if id not in self._attributes:
+            raise IndexError(f"blueprint {self.id!r} has no attribute {id!r}")
+        self._attributes[id] = value
 
 
 class BlueprintLibrary:
     def __init__(self, blueprints: list[ActorBlueprint]) -> None:
         self._blueprints = blueprints
 
-    def find(self, blueprint_id: str) -> ActorBlueprint:
+    def find(self, id: str) -> ActorBlueprint:
         for blueprint in self._blueprints:
-            if blueprint.id == blueprint_id:
+            if blueprint.id == id:
                 return ActorBlueprint(blueprint.id, **blueprint._attributes)
-        raise IndexError(f"no blueprint {blueprint_id!r}")
+        raise IndexError(f"no blueprint {id!r}")
 
-    def filter(self, pattern: str) -> list[ActorBlueprint]:
-        return [ActorBlueprint(b.id, **b._attributes) for b in self._blueprints if _matches(b.id, pattern)]
+    def filter(self, wildcard_pattern: str) -> list[ActorBlueprint]:
+        return [ActorBlueprint(b.id, **b._attributes) for b in self._blueprints if _matches(b.id, wildcard_pattern)]
 
 
-def _matches(type_id: str, pattern: str) -> bool:
+def _matches(type_id: str, wildcard_pattern: str) -> bool:
     import fnmatch
 
-    return fnmatch.fnmatch(type_id, pattern)
+    return fnmatch.fnmatch(type_id, wildcard_pattern)
 
 
 EXTENTS = {
@@ -273,7 +283,7 @@ class Actor:
         box = EXTENTS.get(type_id.split(".")[0], (Vector3D(), Vector3D(0.1, 0.1, 0.1)))
         self.bounding_box = BoundingBox(*box)
         self.parent = parent
-        self.speed = 0.0
+        self._speed = 0.0
         self.is_alive = True
 
     def get_transform(self) -> Transform:
@@ -284,7 +294,7 @@ class Actor:
 
     def get_velocity(self) -> Vector3D:
         yaw = math.radians(self._transform.rotation.yaw)
-        return Vector3D(self.speed * math.cos(yaw), self.speed * math.sin(yaw), 0.0)
+        return Vector3D(self._speed * math.cos(yaw), self._speed * math.sin(yaw), 0.0)
 
     def get_acceleration(self) -> Vector3D:
         return Vector3D()
@@ -297,8 +307,8 @@ class Vehicle(Actor):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._control = VehicleControl()
-        self.autopilot_port: int | None = None
-        self.lane: tuple[str, float] | None = None
+        self._autopilot_port: int | None = None
+        self._lane: tuple[str, float] | None = None
 
     def apply_control(self, control: VehicleControl) -> None:
         self._control = control
@@ -307,7 +317,7 @@ class Vehicle(Actor):
         return self._control
 
     def set_autopilot(self, enabled: bool = True, port: int = 8000) -> None:
-        self.autopilot_port = port if enabled else None
+        self._autopilot_port = port if enabled else None
 
 
 class Walker(Actor):
@@ -317,37 +327,36 @@ class Walker(Actor):
 class WalkerAIController(Actor):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.running, self.target, self.max_speed = False, None, 1.4
+        self._running, self._target, self._max_speed = False, None, 1.4
 
     def start(self) -> None:
         if self._server.actors.get(self.parent) is None:
             raise RuntimeError("controller's walker is gone")
-        self.running = True
+        self._running = True
 
     def stop(self) -> None:
-        self.running = False
+        self._running = False
 
-    def go_to_location(self, location: Location) -> None:
-        self.target = location
+    def go_to_location(self, destination: Location) -> None:
+        self._target = destination
 
     def set_max_speed(self, speed: float) -> None:
-        self.max_speed = speed
+        self._max_speed = speed
 
 
 class Sensor(Actor):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.callback = None
+        self._callback = None
 
     def listen(self, callback) -> None:
-        self.callback = callback
+        self._callback = callback
 
     def stop(self) -> None:
-        self.callback = None
+        self._callback = None
 
-    @property
-    def is_listening(self) -> bool:
-        return self.callback is not None
+    def is_listening(self) -> bool:  # a method in the real client, not a property
+        return self._callback is not None
 
 
 class TrafficLight(Actor):
@@ -389,8 +398,8 @@ class TrafficLight(Actor):
 
 
 class ActorList(list):
-    def filter(self, pattern: str) -> ActorList:
-        return ActorList(a for a in self if _matches(a.type_id, pattern))
+    def filter(self, wildcard_pattern: str) -> ActorList:
+        return ActorList(a for a in self if _matches(a.type_id, wildcard_pattern))
 
 
 # ----------------------------------------------------------------------------- commands
@@ -451,6 +460,7 @@ class FakeServer:
         self.traffic_managers: dict[int, TrafficManager] = {}
         self._next_id = 1000
         self._nav_rng = np.random.default_rng(0)
+        self.load_s, self.load_timeouts = 0.0, []  # how long a client's load takes; the timeouts it had
         self.load(town)
 
     # world lifetime
@@ -508,7 +518,7 @@ class FakeServer:
         actor = cls(self, self._new_id(), blueprint.id, transform, parent=parent)
         if kind == "vehicle":
             key, s, _ = self.town.nearest(transform.location.x, transform.location.y)
-            actor.lane = (key, s)
+            actor._lane = (key, s)
         self.actors[actor.id] = actor
         return actor
 
@@ -541,11 +551,11 @@ class FakeServer:
         dt = self.settings.fixed_delta_seconds or 0.05
         for actor in list(self.actors.values()):
             if isinstance(actor, Vehicle):
-                if actor.autopilot_port is not None:
+                if actor._autopilot_port is not None:
                     self._drive_autopilot(actor, dt)
                 elif actor.type_id == "vehicle.lincoln.mkz_2017":
                     self._drive_kinematic(actor, dt)
-            elif isinstance(actor, WalkerAIController) and actor.running and actor.target is not None:
+            elif isinstance(actor, WalkerAIController) and actor._running and actor._target is not None:
                 self._walk(actor, dt)
         self._fire_collisions()
         self.ticks += 1
@@ -555,32 +565,32 @@ class FakeServer:
     def _drive_kinematic(self, car: Vehicle, dt: float) -> None:
         c = car.get_control()
         accel = 3.0 * c.throttle - 8.0 * c.brake
-        car.speed = max(car.speed + accel * dt, 0.0)
+        car._speed = max(car._speed + accel * dt, 0.0)
         t = car.get_transform()
-        yaw_rate = car.speed / 2.9 * math.tan(math.radians(70.0) * c.steer)
+        yaw_rate = car._speed / 2.9 * math.tan(math.radians(70.0) * c.steer)
         t.rotation.yaw += math.degrees(yaw_rate * dt)
         yaw = math.radians(t.rotation.yaw)
-        t.location.x += car.speed * math.cos(yaw) * dt
-        t.location.y += car.speed * math.sin(yaw) * dt
+        t.location.x += car._speed * math.cos(yaw) * dt
+        t.location.y += car._speed * math.sin(yaw) * dt
 
     def _drive_autopilot(self, car: Vehicle, dt: float) -> None:
-        key, s = car.lane
-        manager = self.traffic_managers.get(car.autopilot_port)
-        rng = manager.rng if manager is not None else np.random.default_rng(0)
+        key, s = car._lane
+        manager = self.traffic_managers.get(car._autopilot_port)
+        rng = manager._rng if manager is not None else np.random.default_rng(0)
         red = any(
             isinstance(a, TrafficLight) and a.state != TrafficLightState.Green
             and any(w._key == key for w in a.get_stop_waypoints())
             for a in self.actors.values()
         )  # fmt: skip
-        car.speed = 6.0
-        s += car.speed * dt
+        car._speed = 6.0
+        s += car._speed * dt
         if s >= self.town.length(key):
             successors = self.town.lanes[key]["successors"]
             if red or not successors:
-                s, car.speed = self.town.length(key) - (1.0 if red else 0.0), 0.0
+                s, car._speed = self.town.length(key) - (1.0 if red else 0.0), 0.0
             else:
                 s, key = s - self.town.length(key), successors[int(rng.integers(len(successors)))]
-        car.lane = (key, s)
+        car._lane = (key, s)
         x, y, yaw = self.town.pose(key, s)
         car._transform = Transform(Location(x, y, 0.0), Rotation(yaw=yaw))
 
@@ -588,17 +598,17 @@ class FakeServer:
         walker = self.actors.get(controller.parent)
         if walker is None:
             return
-        here, there = walker.get_location(), controller.target
+        here, there = walker.get_location(), controller._target
         dx, dy = there.x - here.x, there.y - here.y
         distance = math.hypot(dx, dy)
-        walker.speed = min(controller.max_speed, distance / dt)
+        walker._speed = min(controller._max_speed, distance / dt)
         if distance > 1e-6:
             walker._transform.rotation.yaw = math.degrees(math.atan2(dy, dx))
-            step = min(distance, controller.max_speed * dt)
+            step = min(distance, controller._max_speed * dt)
             here.x, here.y = here.x + dx / distance * step, here.y + dy / distance * step
 
     def _fire_collisions(self) -> None:
-        for sensor in [a for a in self.actors.values() if isinstance(a, Sensor) and a.callback is not None]:
+        for sensor in [a for a in self.actors.values() if isinstance(a, Sensor) and a._callback is not None]:
             owner = self.actors.get(sensor.parent)
             if owner is None:
                 continue
@@ -610,7 +620,7 @@ class FakeServer:
                     continue
                 reach = owner.bounding_box.extent.y + other.bounding_box.extent.y
                 if owner.get_location().distance(other.get_location()) < reach:
-                    sensor.callback(types.SimpleNamespace(other_actor=other, frame=self.ticks))
+                    sensor._callback(types.SimpleNamespace(other_actor=other, frame=self.ticks))
 
     def _fire_lane_invasion(self, sensor: Sensor, owner: Actor) -> None:
         """An event when the car's centre leaves its lane (a line crossed), once per departure."""
@@ -618,7 +628,7 @@ class FakeServer:
         outside = distance > self.town.lanes[key]["width"] / 2.0
         if outside and not getattr(sensor, "was_outside", False):
             marking = LaneMarking(_Named("LaneMarkingType", self.town.lanes[key]["right_marking"]))
-            sensor.callback(types.SimpleNamespace(crossed_lane_markings=[marking], frame=self.ticks))
+            sensor._callback(types.SimpleNamespace(crossed_lane_markings=[marking], frame=self.ticks))
         sensor.was_outside = outside
 
     def random_navigation_location(self) -> Location:
@@ -632,16 +642,16 @@ class FakeServer:
 
 class TrafficManager:
     def __init__(self, port: int) -> None:
-        self.port, self.synchronous, self.rng = port, False, np.random.default_rng(0)
+        self._port, self._synchronous, self._rng = port, False, np.random.default_rng(0)
 
-    def set_synchronous_mode(self, enabled: bool) -> None:
-        self.synchronous = enabled
+    def set_synchronous_mode(self, mode_switch: bool) -> None:
+        self._synchronous = mode_switch
 
-    def set_random_device_seed(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
+    def set_random_device_seed(self, value: int) -> None:
+        self._rng = np.random.default_rng(value)
 
     def get_port(self) -> int:
-        return self.port
+        return self._port
 
 
 class World:
@@ -652,9 +662,9 @@ class World:
         self._server.check()
         return self._server.settings.copy()
 
-    def apply_settings(self, settings: WorldSettings) -> int:
+    def apply_settings(self, world_settings: WorldSettings) -> int:
         self._server.check()
-        self._server.settings = settings.copy()
+        self._server.settings = world_settings.copy()
         return self._server.ticks
 
     def tick(self, seconds: float = 0.0) -> int:
@@ -715,8 +725,8 @@ class Client:
             )
         return server
 
-    def set_timeout(self, seconds: float) -> None:
-        self._timeout = seconds
+    def set_timeout(self, second: float) -> None:
+        self._timeout = second
 
     def get_client_version(self) -> str:
         return CLIENT_VERSION
@@ -730,13 +740,24 @@ class Client:
     def get_world(self) -> World:
         return World(self._server)
 
-    def load_world(self, name: str, reset_settings: bool = True) -> World:
+    def load_world(self, map_name: str, reset_settings: bool = True) -> World:
         server = self._server
-        server.load(name.rsplit("/", 1)[-1])
+        self._wait_for_load(server)
+        server.load(map_name.rsplit("/", 1)[-1])
         return World(server)
+
+    def _wait_for_load(self, server: FakeServer) -> None:
+        """A load takes ``server.load_s``: longer than this client's timeout, it times out."""
+        server.load_timeouts.append(self._timeout)
+        if server.load_s > self._timeout:
+            raise RuntimeError(
+                f"time-out of {int(self._timeout * 1000)}ms while waiting for the simulator, "
+                "make sure the simulator is ready and connected to localhost:2000"
+            )
 
     def generate_opendrive_world(self, opendrive: str, parameters=None, reset_settings: bool = True) -> World:
         server = self._server
+        self._wait_for_load(server)
         digest = hashlib.sha256(opendrive.encode("utf-8")).hexdigest()
         for name, town in server.towns.items():
             if hashlib.sha256(town.xodr_text.encode("utf-8")).hexdigest() == digest:
@@ -744,8 +765,8 @@ class Client:
                 return World(server)
         raise RuntimeError("this fake server only builds worlds from the recorded OpenDRIVE files")
 
-    def get_trafficmanager(self, port: int = 8000) -> TrafficManager:
-        return self._server.traffic_managers.setdefault(port, TrafficManager(port))
+    def get_trafficmanager(self, client_connection: int = 8000) -> TrafficManager:
+        return self._server.traffic_managers.setdefault(client_connection, TrafficManager(client_connection))
 
     def apply_batch_sync(self, commands, do_tick: bool = False) -> list[Response]:
         server, responses = self._server, []

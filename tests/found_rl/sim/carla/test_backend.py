@@ -96,7 +96,7 @@ def test_resets_and_close_destroy_every_spawned_actor_and_restore_settings(carla
     before = dict(server.actors)  # the town's own actors (traffic lights)
     backend = make(carla, endpoint)
     assert server.settings.synchronous_mode and server.settings.fixed_delta_seconds == pytest.approx(0.1)
-    assert carla.SERVERS[2000].traffic_managers[8000].synchronous
+    assert carla.SERVERS[2000].traffic_managers[8000]._synchronous
     backend.reset(seed=1, route_index=0)
     first = set(server.actors) - set(before)
     assert len(first) >= 1 + 2 + 3 + 2 * 2  # ego, sensors, >= 3 vehicles, >= 2 walkers + controllers
@@ -105,7 +105,7 @@ def test_resets_and_close_destroy_every_spawned_actor_and_restore_settings(carla
     backend.close()
     assert server.actors.keys() == before.keys()
     assert not server.settings.synchronous_mode and server.settings.fixed_delta_seconds is None
-    assert not carla.SERVERS[2000].traffic_managers[8000].synchronous
+    assert not carla.SERVERS[2000].traffic_managers[8000]._synchronous
 
 
 def test_same_seed_gives_the_same_first_snapshot(carla, endpoint):
@@ -330,3 +330,19 @@ def test_an_unsupervised_server_lost_between_episodes_is_named_at_reset(carla, e
     server.is_dead = True
     with pytest.raises(CarlaServerLost, match=r"CARLA server at localhost:2000 failed during reset"):
         backend.reset(seed=1, route_index=1)
+
+
+@pytest.mark.parametrize(("load_s", "loads"), [(30.0, True), (1000.0, False)])
+def test_loading_a_town_waits_for_the_longer_map_load_timeout(carla, endpoint, server, tmp_path, load_s, loads):
+    """A town load outlasts the 0.01 s answer timeout here; only the map-load timeout bounds it."""
+    server.towns["SecondTown"] = server.towns["GridTown"]
+    server.load_s = load_s
+    path = write_scenario(tmp_path, "backend: carla\nmap: {town: SecondTown}\nroutes: {random_length_m: 50}\n")
+    if loads:
+        backend = make(carla, endpoint, load_scenario(path))
+        assert backend._client._timeout == endpoint.timeout_s  # back to the answer timeout after loading
+        backend.close()
+    else:
+        with pytest.raises(CarlaSetupError, match=r"did not finish loading SecondTown within 300 s \(time-out of"):
+            make(carla, endpoint, load_scenario(path))
+    assert server.load_timeouts == [endpoint.load_timeout_s] == [300.0]

@@ -47,3 +47,41 @@ def test_geometry_is_cached_per_town_in_memory_and_on_disk(town_map, monkeypatch
     monkeypatch.setattr(town_geometry, "extract_town_geometry", lambda *a: pytest.fail("not read from disk"))
     again = load_town_geometry(town_map)
     assert again.lanes.keys() == first.lanes.keys() and again.map_id == map_id
+
+
+def test_distinct_points_drops_only_repeats():
+    from found_rl.sim.carla.town_geometry import distinct_points
+
+    points = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [2.0, 0.0], [2.0, 0.0005]])
+    np.testing.assert_array_equal(distinct_points(points), [[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
+
+
+SQUARE = [[0.0, 0.0], [3.0, 0.0], [3.0, 7.0], [0.0, 7.0]]
+
+
+@pytest.mark.parametrize(
+    ("outlines", "counts"),
+    [
+        ([SQUARE, SQUARE], [4, 4]),  # open outlines
+        ([SQUARE + SQUARE[:1], SQUARE + SQUARE[:1]], [5, 5]),  # closed: the first corner repeated
+        ([SQUARE, SQUARE + SQUARE[:1]], [5, 4]),  # both, counts in another order than the points
+        ([SQUARE + SQUARE[:1], SQUARE], []),  # a file whose outlines could not be read
+    ],
+)
+def test_crosswalk_outlines_open_or_closed_split_into_one_polygon_each(outlines, counts):
+    from found_rl.sim.carla.town_geometry import crosswalk_outlines
+
+    shifted = [np.asarray(o) + [10.0 * i, 0.0] for i, o in enumerate(outlines)]
+    polygons = crosswalk_outlines(np.concatenate(shifted), counts)
+    assert len(polygons) == 2
+    for i, polygon in enumerate(polygons):
+        np.testing.assert_allclose(polygon, np.asarray(SQUARE) + [10.0 * i, 0.0])
+
+
+def test_crosswalk_corner_counts_come_from_the_opendrive_outlines():
+    from conftest import DATA
+
+    from found_rl.sim.carla.town_geometry import crosswalk_corner_counts
+
+    assert crosswalk_corner_counts((DATA / "straight_road.xodr").read_text()) == [4, 5]
+    assert crosswalk_corner_counts("not xml") == []

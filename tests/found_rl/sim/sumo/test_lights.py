@@ -2,10 +2,11 @@
 
 import numpy as np
 
-from found_rl.sim.sumo.lights import link_state_tables, stop_line_segment
+from found_rl.sim.sumo.lights import link_state_tables, state_codes, stop_line_segment
 from found_rl.world import LightState
 
 RED, YELLOW, GREEN = int(LightState.RED), int(LightState.YELLOW), int(LightState.GREEN)
+NONE = int(LightState.NONE)
 
 
 def test_a_state_spanning_several_phases_counts_them_all():
@@ -26,6 +27,20 @@ def test_a_light_that_never_changes_has_infinite_times():
     codes, after, run = link_state_tables(["Gr", "Gr"], [10.0, 5.0])
     assert np.isinf(after[:, 0]).all() and np.isinf(run[:, 0]).all()
     assert codes[0, 1] == RED
+
+
+def test_states_of_differing_length_and_links_past_their_end_are_unsignalled():
+    codes = state_codes(["Gr", "GrG"], num_links=4)
+    assert codes.tolist() == [[GREEN, RED, NONE, NONE], [GREEN, RED, GREEN, NONE]]
+    codes, after, run = link_state_tables(["Gr", "rGy"], [10.0, 5.0], num_links=3)
+    assert codes.shape == after.shape == run.shape == (2, 3)
+    assert run[0, 0] == 10.0 and after[1, 2] == 0.0 and run[1, 2] == 5.0
+
+
+def test_a_program_without_phases_gives_empty_tables():
+    """A rail signal's program has no phases (it follows trains): this crashed on ``codes.shape``."""
+    codes, after, run = link_state_tables([], [], num_links=1)
+    assert codes.shape == after.shape == run.shape == (0, 1)
 
 
 def test_stop_line_spans_the_lane_end_perpendicular():
