@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from found_rl.cli.argtypes import int_at_least
+from found_rl.errors import UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -53,7 +54,7 @@ def variant_overrides(variant: str, seed: int, clip_checkpoint: Path | None) -> 
         ValueError: an unknown variant (the allowed ones named), or ``clip`` without a checkpoint.
     """
     if variant not in VARIANTS:
-        raise ValueError(f"--variants: unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
+        raise UserError(f"--variants: unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
     off = ["guidance.vmr.enabled=false", "guidance.awag.enabled=false"]
     expert = ["advisor.spawn=expert"]
     if variant == "plain":
@@ -67,7 +68,7 @@ def variant_overrides(variant: str, seed: int, clip_checkpoint: Path | None) -> 
         other = "awag" if variant == "vmr" else "vmr"
         return [*expert, f"guidance.{other}.enabled=false"]
     if clip_checkpoint is None:
-        raise ValueError("--variants clip: needs --clip-checkpoint PATH (a fine-tuned CLIP reward model)")
+        raise UserError("--variants clip: needs --clip-checkpoint PATH (a fine-tuned CLIP reward model)")
     return [*off, "advisor.spawn=expert", "advisor.clip=openclip",
             f"advisor.clip_options={json.dumps({'pretrained': str(clip_checkpoint)})}",
             "guidance.clip_bonus.enabled=true"]
@@ -187,11 +188,11 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
 
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants:
-        raise ValueError("--variants: name at least one variant")
+        raise UserError("--variants: name at least one variant")
     base = load_run_config(args.scenario, args.overrides)
     every = args.eval_every
     if args.budget < base.learner.learning_starts + every:
-        raise ValueError(
+        raise UserError(
             f"--budget {args.budget}: too small to evaluate even once after learning starts "
             f"(learner.learning_starts {base.learner.learning_starts} + --eval-every {every})"
         )
@@ -234,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:  # the finished runs only (a benchmark still running, or stopped early)
         runs = [item for item in runs if RunFolder(args.out / f"{item[0]}-s{item[1]}").final_policy.exists()]
         if not runs:
-            raise ValueError(f"--report-only: no finished run under {args.out}")
+            raise UserError(f"--report-only: no finished run under {args.out}")
     else:
         with ThreadPoolExecutor(jobs) as pool:
             outcomes = list(pool.map(one, runs))

@@ -7,11 +7,7 @@ Every benchmark prints a table whose ratios are measured side by side in one run
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
-from collections.abc import Callable
-
-from found_rl.errors import as_user_error
 
 BENCHMARKS: dict[str, str] = {
     "sim": "env-steps/s of the SUMO DrivingEnv with and without BEV, reset time, memory (--backend-only: SUMO alone)",
@@ -33,19 +29,3 @@ def configure(parser: argparse.ArgumentParser) -> None:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         importlib.import_module(f"found_rl.bench.{name}").configure(sub)
-        if name in PLAIN_VALUE_ERRORS:
-            sub.set_defaults(run=_value_errors_as_user_errors(sub.get_default("run")))
-
-
-# Benchmarks that still report flag mistakes as plain ValueError (bench guidance: its module is
-# being rewritten; it should raise found_rl.errors.UserError itself, then leave this list).
-PLAIN_VALUE_ERRORS = ("guidance",)
-
-
-def _value_errors_as_user_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    @functools.wraps(run)
-    def wrapped(args: argparse.Namespace) -> int:
-        with as_user_error():
-            return run(args)
-
-    return wrapped

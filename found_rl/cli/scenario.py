@@ -149,6 +149,17 @@ def _plan_routes(scenario, planner):
     return routes
 
 
+def _is_run_config(path: Path) -> bool:
+    import yaml
+
+    from found_rl.train.config import is_run_config
+
+    try:
+        return path.is_file() and is_run_config(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False  # load_scenario names the problem
+
+
 def run_check(args: argparse.Namespace) -> int:
     import sys
 
@@ -156,6 +167,14 @@ def run_check(args: argparse.Namespace) -> int:
     from found_rl.sim.sumo.world_checks import world_warnings
 
     for path in args.files:
+        if _is_run_config(path):  # a run config (the quickstart): its settings and every scenario it names
+            from found_rl.train.config import load_run_config
+
+            config = load_run_config(path)
+            towns = len(config.scenario) + len(config.evaluation.scenarios)
+            print(f"{path}: ok (a run config: {len(config.scenario)} training scenarios, "
+                  f"{len(config.evaluation.scenarios)} evaluation towns; {towns} scenario files checked)")
+            continue
         scenario = load_scenario(path)
         if not args.schema_only and scenario.backend == "sumo":
             scenario, net_path, net, planner = _world(path)

@@ -139,7 +139,7 @@ def run_init(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, "--out")
     if args.out.is_dir() and any(args.out.iterdir()):
-        raise ValueError(f"--out {args.out}: folder is not empty; give a new or empty folder for the model")
+        raise UserError(f"--out {args.out}: folder is not empty; give a new or empty folder for the model")
     quiet_transformers()
     card = init_advisor(args.out, args.preset, args.seed)
     shape = card["architecture"]

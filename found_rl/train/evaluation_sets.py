@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from found_rl.errors import UserError
 from found_rl.scenario import Scenario, load_scenario
 from found_rl.train.config import RunConfig
 from found_rl.train.evaluator import EvaluationResult, EvaluationWorker, prepare_eval_routes
@@ -73,7 +74,7 @@ def plan_evaluation_sets(config: RunConfig, routes_dir: Path) -> EvaluationPlan:
         sets.append(EvaluationSet(name, scenario_path, path, unseen=unseen))
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
-        raise ValueError(f"evaluation.scenarios: two evaluation towns share a file name ({names}); rename one")
+        raise UserError(f"evaluation.scenarios: two evaluation towns share a file name ({names}); rename one")
     return EvaluationPlan(tuple(sets), train_routes)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import UserError
 from found_rl.scenario import Scenario, load_scenario
 
 _REPLY_TIMEOUT_S = 3600.0
@@ -54,29 +55,29 @@ def prepare_eval_routes(
             _write_once(out, routes)
             return None
         if held_out is None and len(routes) < 2:
-            raise ValueError(
+            raise UserError(
                 f"{scenario.routes.file}: holds {len(routes)} route; training on a route file needs at least 2 "
                 "(the last evaluation.routes are held out for evaluation)"
             )
         first = len(routes) - min(count, len(routes) - 1)
         indices = held_out if held_out is not None else list(range(first, len(routes)))
         if not indices:
-            raise ValueError("evaluation.held_out: is empty; name at least one route to evaluate on")
+            raise UserError("evaluation.held_out: is empty; name at least one route to evaluate on")
         bad = [i for i in indices if not 0 <= i < len(routes)]
         if bad:
-            raise ValueError(
+            raise UserError(
                 f"evaluation.held_out: indices {bad} lie outside {scenario.routes.file} ({len(routes)} routes)"
             )
         train = [i for i in range(len(routes)) if i not in set(indices)]
         if not train:
-            raise ValueError(
+            raise UserError(
                 f"evaluation.held_out: all {len(routes)} routes of {scenario.routes.file} are held out; "
                 "leave at least one to train on"
             )
         _write_once(out, [routes[i] for i in indices])
         return train
     if scenario.map.town is not None:
-        raise ValueError(
+        raise UserError(
             f"{scenario.source_path or 'scenario'}: map.town {scenario.map.town!r} has random routes, which "
             "can only be drawn on a running CARLA server; give the evaluation a route file (routes.file, or an "
             "evaluation.scenarios entry with one)"

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from fast_sampler import StepBatch, StepId
+from found_rl.errors import UserError
 from found_rl.train.envs import advice_of
 from vlm_server.client import advise_payload, clip_payload
 
@@ -112,7 +113,7 @@ class AdvisorLink:
         probe_interval_s: float = 2.0,
     ) -> None:
         if lag_steps is not None and lag_steps < 0:
-            raise ValueError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
+            raise UserError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
         self.client = client
         self.want_actions, self.want_clip = want_actions, want_clip
         self.lag_steps = lag_steps

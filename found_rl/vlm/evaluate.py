@@ -28,9 +28,13 @@ def advise(
     """``(action or None, answer text)`` for every example, in order."""
     from tqdm import tqdm
 
+    from found_rl.errors import as_user_error
     from vlm_server.backends.base import AdviseItem
+    from vlm_server.backends.hf_checks import check_image_text_to_text
     from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
 
+    with as_user_error():  # --model is no chat model that takes images
+        check_image_text_to_text(model_path, trust_remote_code)
     advisor = HuggingFaceAdvisor(
         model_path=model_path,
         device=device,

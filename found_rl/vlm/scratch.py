@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from found_rl.errors import UserError
 from vlm_server.backends.hf_checks import ADVISOR_CARD, DEFAULT_IMAGE_HW
 
 INIT_MARK = "found-rl vlm init"
@@ -161,7 +162,7 @@ def init_advisor(directory: str | Path, preset: str = "small", seed: int = 0) ->
     from found_rl.vlm.advisor_tokenizer import CHAT_TEMPLATE, advisor_tokenizer
 
     if preset not in PRESETS:
-        raise ValueError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+        raise UserError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
     architecture = PRESETS[preset]
     model = build_llava(directory, advisor_tokenizer(), architecture, CHAT_TEMPLATE, seed=seed)
     card = {
@@ -187,5 +188,5 @@ def untrained_card(model_dir: str | Path) -> dict[str, Any] | None:
     try:
         card = json.loads(path.read_text())
     except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
     return card if isinstance(card, dict) and card.get("trained_by") == INIT_MARK else None
