@@ -32,7 +32,9 @@ LEVELS: dict[str, int] = {
     "maps": 3,
     "routes": 2,
     "world": 1,
-    **dict.fromkeys((ROOT_UNIT, "actions", "atomic", "boxes", "errors", "events", "jit", "metrics", "scenario", "tables"), 0),
+    **dict.fromkeys(
+        (ROOT_UNIT, "actions", "atomic", "boxes", "errors", "events", "jit", "metrics", "scenario", "tables"), 0
+    ),
 }
 """Level of each top-level package or module of ``found_rl``; higher levels build on lower ones."""
 

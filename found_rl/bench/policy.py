@@ -24,10 +24,11 @@ from found_rl.cli.argtypes import finite_float, int_at_least
 
 TARGETS: dict[str, dict[str, float]] = {
     "roach": {"fps_b1": 1_000.0, "fps_b64": 5_000.0},
-    "cpu": {"fps_b1": 2_000.0, "fps_b64": 10_000.0, "sac_updates_per_s": 10.0},
+    "cpu": {"fps_b1": 2_000.0, "fps_b64": 10_000.0, "sac_updates_per_s": 10.0, "sac_updates_per_s_b64": 30.0},
 }
 STATE_DIM = 10
 SAC_BATCH = 128
+QUICKSTART_BATCH = 64
 
 
 def _frames_per_second(model: Any, inputs: tuple[Any, ...], batch: int, min_seconds: float, warmup: int = 5) -> float:
@@ -100,8 +101,13 @@ def _actor(preset: str) -> Any:
     return build_actor(spec).eval()
 
 
-def sac_updates_per_second(preset: str, min_seconds: float, batch_size: int = SAC_BATCH) -> float:
-    """SAC updates/s at ``batch_size``, sampling uint8 BEV batches from a filled replay buffer."""
+def sac_updates_per_second(
+    preset: str, min_seconds: float, batch_size: int = SAC_BATCH, target_features: str | None = None
+) -> float:
+    """SAC updates/s at ``batch_size``, sampling uint8 BEV batches from a filled replay buffer.
+
+    ``target_features`` defaults to the one ``found-rl train`` uses (``learner.target_features``).
+    """
     import numpy as np
     import torch
 
@@ -109,9 +115,12 @@ def sac_updates_per_second(preset: str, min_seconds: float, batch_size: int = SA
     from found_rl.models.encoders import network_preset
     from found_rl.models.observation import ObsSpec
     from found_rl.storage.replay import ReplayBuffer
+    from found_rl.train.config import LearnerConfig
 
     spec = ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM)
-    sac = SAC(spec, 2, SacConfig(batch_size=batch_size, network=network_preset(preset), guidance=("vmr", "awag")))
+    config = SacConfig(batch_size=batch_size, network=network_preset(preset), guidance=("vmr", "awag"),
+                       target_features=target_features or LearnerConfig().target_features)
+    sac = SAC(spec, 2, config)
     rng = np.random.default_rng(0)
     clips = 4
     replay = ReplayBuffer(2_048, spec, 2, num_envs=clips)
@@ -199,15 +208,21 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     preset = args.preset
-    # 3 inference variants x 2 batch sizes, then the SAC updates.
-    with tqdm(total=7, desc="bench policy", unit="measurement", disable=None) as bar:
+    # 3 inference variants x 2 batch sizes, then the SAC updates (3 settings).
+    with tqdm(total=9, desc="bench policy", unit="measurement", disable=None) as bar:
         results = measure(min_seconds=args.seconds, preset=preset, progress=bar.update)
         updates = sac_updates_per_second(preset, args.seconds)
+        bar.update()
+        updates_b64 = sac_updates_per_second(preset, args.seconds, QUICKSTART_BATCH)
+        bar.update()
+        # the update before issue 26's DrQ-v2 target form, measured beside it
+        updates_b64_target_encoder = sac_updates_per_second(preset, args.seconds, QUICKSTART_BATCH, "target_encoder")
         bar.update()
     best = {batch: max(variant[batch] for variant in results.values()) for batch in (1, 64)}
     flops, parameters = actor_cost(preset)
     targets = TARGETS[preset]
-    measured = {"fps_b1": best[1], "fps_b64": best[64], "sac_updates_per_s": updates}
+    measured = {"fps_b1": best[1], "fps_b64": best[64], "sac_updates_per_s": updates,
+                "sac_updates_per_s_b64": updates_b64}
     report = {
         "preset": preset,
         "bev_shape": list(bev_shape(preset)),
@@ -215,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         "flops_per_frame": flops,
         "parameters": parameters,
         "sac_batch_size": SAC_BATCH,
+        "sac_updates_per_s_b64_target_encoder": updates_b64_target_encoder,
+        "online_encoder_speedup_b64": updates_b64 / max(updates_b64_target_encoder, 1e-9),
         "targets": targets,
         "targets_met": {key: measured[key] >= target for key, target in targets.items()},
         "variants": {name: {f"b{batch}": fps for batch, fps in by_batch.items()} for name, by_batch in results.items()},
@@ -254,6 +271,9 @@ def run(args: argparse.Namespace) -> int:
     print_table(table)
     verdict_text = verdict("sac_updates_per_s")
     print(f"SAC updates/s at batch {SAC_BATCH} (replay sampling included): {updates:.1f}  target {verdict_text}")
+    print(f"SAC updates/s at batch {QUICKSTART_BATCH} (the quickstart's): {updates_b64:.1f}  target "
+          f"{verdict('sac_updates_per_s_b64')}; with the target encoder (a third encoder pass): "
+          f"{updates_b64_target_encoder:.1f} ({report['online_encoder_speedup_b64']:.2f}× for DrQ-v2's target form)")
     return 0
 
 

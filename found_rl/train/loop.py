@@ -73,6 +73,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def torch_threads(asked: int) -> int:
+    """The learner's torch threads: ``asked``, at most the usable cores (0: one less than them).
+
+    More threads than cores only spin against each other (issue 10: two threads on two busy
+    cores ran 14× slower than one), so a larger ``torch_threads`` is capped, with a warning.
+    """
+    cores = usable_cores()
+    if asked > cores:
+        log.warning("torch_threads: %d asked for, but this process may use %d cores; using %d", asked, cores, cores)
+        return cores
+    return asked or max(1, cores - 1)
+
+
 @dataclass
 class Counters:
     """Where the run stands; all of it goes into every checkpoint."""
@@ -220,7 +233,7 @@ class Trainer:
     def run(self) -> TrainResult:
         # Spare a core for the env workers and the advisor: torch's thread pool spin-waits, and
         # two threads on two busy cores ran 14× slower than one (issue 10).
-        threads = self.config.torch_threads or max(1, usable_cores() - 1)
+        threads = torch_threads(self.config.torch_threads)
         torch.set_num_threads(threads)
         torch.manual_seed(self.config.seed)
         with ExitStack() as stack:

@@ -144,3 +144,14 @@ def test_episodes_cut_by_global_truncation_are_charted_too(finished_run):
     for tag in (tags.EPISODIC_RETURN, tags.EPISODIC_LENGTH, tags.ROUTE_COMPLETION):
         assert len(events.Scalars(tag)) == len(cut), tag
     assert all(event.value >= 1 for event in events.Scalars(tags.EPISODIC_LENGTH))
+
+
+def test_torch_threads_above_the_usable_cores_warn_and_use_the_cores(monkeypatch, caplog):
+    from found_rl.train import loop
+
+    monkeypatch.setattr(loop, "usable_cores", lambda: 2)
+    with caplog.at_level("WARNING"):
+        assert loop.torch_threads(8) == 2
+    assert "torch_threads: 8 asked for, but this process may use 2 cores; using 2" in caplog.text
+    caplog.clear()
+    assert loop.torch_threads(0) == 1 and loop.torch_threads(1) == 1 and not caplog.text
