@@ -105,7 +105,8 @@ def guided_runs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("guided")
     config = root / "run.yaml"
-    config.write_text(yaml.safe_dump(tiny_run_config(sampler={"clips": 3, "horizon": 60})))
+    # horizon 200: episodes end on their own (route done, time limit), at different steps per seed
+    config.write_text(yaml.safe_dump(tiny_run_config(sampler={"clips": 3, "horizon": 200})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("other_seed", 1)):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import fake_carla
 import numpy as np
 import pytest
@@ -79,9 +81,8 @@ def test_crosswalk_outlines_open_or_closed_split_into_one_polygon_each(outlines,
 
 
 def test_crosswalk_corner_counts_come_from_the_opendrive_outlines():
-    from conftest import DATA
-
     from found_rl.sim.carla.town_geometry import crosswalk_corner_counts
 
-    assert crosswalk_corner_counts((DATA / "straight_road.xodr").read_text()) == [4, 5]
+    road = Path(__file__).parent / "data" / "straight_road.xodr"  # not via `conftest`: another one may own the name
+    assert crosswalk_corner_counts(road.read_text()) == [4, 5]
     assert crosswalk_corner_counts("not xml") == []
