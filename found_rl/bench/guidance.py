@@ -7,7 +7,9 @@ over ``--seeds`` seeds, each run a real ``found-rl train`` run folder under ``--
 * ``guided``: SAC + VMR + AWAG, the privileged expert served through the real advisor server;
 * ``noisy``: the same, with the server corrupting the expert's answers (Gaussian σ 0.5 on both
   components, 20 % uniformly random answers: ``ExpertAdvisor``'s noise options);
-* ``vmr``, ``awag``: one term alone; ``clip``: the CLIP bonus from ``--clip-checkpoint``.
+* ``vmr``, ``awag``: one term alone; ``clip``: the CLIP bonus from ``--clip-checkpoint``;
+* ``vlm``: VMR + AWAG with the VLM advisor of ``--vlm-model`` served by ``found-rl serve
+  --advisor hf`` (it reads the RGB BEV and the prompt only: nothing privileged at inference).
 
 All variants collect their warm-up with uniform random actions, so the curves differ by the
 guidance alone. Runs are scheduled ``--jobs`` at a time. The report gives, per variant, the
@@ -40,18 +42,21 @@ from found_rl.errors import UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
-VARIANTS = ("plain", "guided", "noisy", "vmr", "awag", "clip")
+VARIANTS = ("plain", "guided", "noisy", "vmr", "awag", "clip", "vlm")
 DEFAULT_VARIANTS = ("plain", "guided", "noisy")
 RC_THRESHOLD = 0.8
 NOISE = {"noise_std": 0.5, "random_fraction": 0.2}
 NOISY_WITHIN = 0.05
 
 
-def variant_overrides(variant: str, seed: int, clip_checkpoint: Path | None) -> list[str]:
+def variant_overrides(
+    variant: str, seed: int, clip_checkpoint: Path | None, vlm_model: Path | None = None
+) -> list[str]:
     """``--set`` pairs that turn the scenario's default run into ``variant``.
 
     Raises:
-        ValueError: an unknown variant (the allowed ones named), or ``clip`` without a checkpoint.
+        UserError: an unknown variant (the allowed ones named), ``clip`` without a checkpoint, or
+            ``vlm`` without a model folder.
     """
     if variant not in VARIANTS:
         raise UserError(f"--variants: unknown variant {variant!r}; allowed: {', '.join(VARIANTS)}")
@@ -67,10 +72,15 @@ def variant_overrides(variant: str, seed: int, clip_checkpoint: Path | None) -> 
     if variant in ("vmr", "awag"):
         other = "awag" if variant == "vmr" else "vmr"
         return [*expert, f"guidance.{other}.enabled=false"]
+    if variant == "vlm":  # the served VLM reads the RGB BEV and the prompt: nothing privileged
+        if vlm_model is None:
+            raise UserError("--variants vlm: needs --vlm-model DIR (a VLM advisor, e.g. from `found-rl vlm finetune`)")
+        options = json.dumps({"model": str(vlm_model.resolve()), "max_new_tokens": 16})
+        return ["advisor.spawn=hf", f"advisor.spawn_options={options}"]
     if clip_checkpoint is None:
         raise UserError("--variants clip: needs --clip-checkpoint PATH (a fine-tuned CLIP reward model)")
     return [*off, "advisor.spawn=expert", "advisor.clip=openclip",
-            f"advisor.clip_options={json.dumps({'pretrained': str(clip_checkpoint)})}",
+            f"advisor.clip_options={json.dumps({'checkpoint': str(clip_checkpoint.resolve())})}",
             "guidance.clip_bonus.enabled=true"]
 
 
@@ -175,6 +185,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--jobs", type=int_at_least(1), help="runs at a time (default: cores / 2, at least 1)")
     parser.add_argument("--clip-checkpoint", type=Path, help="fine-tuned CLIP checkpoint for the 'clip' variant")
+    parser.add_argument("--vlm-model", type=Path,
+                        help="VLM advisor folder for the 'vlm' variant (served with --advisor hf)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-guidance"), help="folder of the run folders")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="run-config override applied to every run (repeatable)")
@@ -199,9 +211,9 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
     common = [*args.overrides, f"budget.env_steps={args.budget}", "budget.wall_time_s=null",
               f"evaluation.every_env_steps={every}", f"device={args.device}"]
     runs = []
-    for seed in range(args.seeds):  # seed by seed: a bench stopped early still compares variants on equal seeds
+    for seed in range(args.seeds):  # seed by seed: a bench stopped early compares variants on equal seeds
         for variant in variants:
-            overrides = [*common, f"seed={seed}", *variant_overrides(variant, seed, args.clip_checkpoint)]
+            overrides = [*common, f"seed={seed}", *variant_overrides(variant, seed, args.clip_checkpoint, args.vlm_model)]
             load_run_config(args.scenario, overrides)  # every run's config is valid before any starts
             runs.append((variant, seed, overrides))
     return runs, every

@@ -58,6 +58,26 @@ def test_variants_turn_into_run_config_overrides():
     assert options == {"noise_std": 0.5, "random_fraction": 0.2, "noise_seed": 2}
 
 
+def test_the_vlm_variant_serves_the_model_folder_with_images_and_nothing_privileged(tmp_path):
+    from found_rl.train.config import load_run_config
+    from found_rl.train.loop import Trainer
+
+    overrides = variant_overrides("vlm", 0, None, tmp_path / "model")
+    assert "advisor.spawn=hf" in overrides
+    options = json.loads(next(p for p in overrides if p.startswith("advisor.spawn_options=")).split("=", 1)[1])
+    assert options["model"] == str((tmp_path / "model").resolve())
+    from pathlib import Path
+
+    quickstart = Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml"
+    config = load_run_config(quickstart, overrides)
+    assert config.guidance.vmr.enabled and config.guidance.awag.enabled
+    trainer = Trainer(config, tmp_path / "run", show_progress=False)
+    want_actions, want_clip, with_image = trainer._wants()
+    assert want_actions and with_image and not want_clip  # the VLM reads the BEV image
+    with pytest.raises(ValueError, match="needs --vlm-model"):
+        variant_overrides("vlm", 0, None)
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
