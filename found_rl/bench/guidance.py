@@ -213,7 +213,8 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
     runs = []
     for seed in range(args.seeds):  # seed by seed: a bench stopped early compares variants on equal seeds
         for variant in variants:
-            overrides = [*common, f"seed={seed}", *variant_overrides(variant, seed, args.clip_checkpoint, args.vlm_model)]
+            variant_pairs = variant_overrides(variant, seed, args.clip_checkpoint, args.vlm_model)
+            overrides = [*common, f"seed={seed}", *variant_pairs]
             load_run_config(args.scenario, overrides)  # every run's config is valid before any starts
             runs.append((variant, seed, overrides))
     return runs, every
