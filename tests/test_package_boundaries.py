@@ -33,7 +33,9 @@ LEVELS: dict[str, int] = {
     "routes": 2,
     "world": 1,
     **dict.fromkeys(
-        (ROOT_UNIT, "actions", "atomic", "boxes", "errors", "events", "jit", "metrics", "scenario", "tables"), 0
+        (ROOT_UNIT, "actions", "atomic", "boxes", "devices", "errors", "events", "jit", "metrics", "scenario",
+         "tables"),
+        0,
     ),
 }
 """Level of each top-level package or module of ``found_rl``; higher levels build on lower ones."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
 from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, IMAGE_INPUTS, OBJECTIVES
 
@@ -96,18 +97,6 @@ def _check_data(path: Path) -> None:
     read_manifest(path)
 
 
-def _device(name: str):
-    import torch
-
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"--device {name!r}: not a torch device (cpu, cuda, cuda:1)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine")
-    return device
-
-
 def run_finetune(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     if args.resume and not args.out.is_file():
@@ -125,7 +114,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     from found_rl.clip.finetune import DataInfo, FinetuneConfig, Finetuner
     from found_rl.clip.model import create_clip_model, default_image_size
 
-    device = _device(args.device)
+    device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     image_size = args.image_size or default_image_size(args.model)
@@ -202,7 +191,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from vlm_server.backends.clip import OpenClipScorer
     from vlm_server.clip_checkpoint import read_checkpoint
 
-    device = _device(args.device)
+    device = resolve_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     with as_user_error():  # a file that is no CLIP checkpoint

@@ -79,13 +79,14 @@ class CheckpointAgent:
 
     def __init__(self, path: str, device: str = "cpu") -> None:
         from found_rl.checkpoint import load_policy
+        from found_rl.devices import resolve_device
 
         checkpoint = Path(path)
         if not checkpoint.is_file():
             raise FileNotFoundError(f"--agent checkpoint:{path}: no such checkpoint file")
-        _check_device(device)
+        resolved = resolve_device(device)  # before the checkpoint loads
         self.name = f"checkpoint:{path}"
-        self.policy = load_policy(checkpoint, device=device)
+        self.policy = load_policy(checkpoint, device=resolved)
 
     def bev_config(self) -> Any:
         """The renderer settings the policy was trained with: the default BEV, max-pooled to the
@@ -122,16 +123,6 @@ class CheckpointAgent:
 
     def close(self) -> None:
         pass
-
-
-def _check_device(device: str) -> None:
-    """Refuse a ``--device`` torch cannot use here (a typo, or CUDA on a machine without it)."""
-    import torch
-
-    try:
-        torch.empty(0, device=device)
-    except (RuntimeError, AssertionError) as exc:  # torch raises AssertionError for "not compiled with CUDA"
-        raise UserError(f"--device {device}: torch cannot use this device here ({exc})") from None
 
 
 def parse_agent_spec(spec: str) -> tuple[str, str]:

@@ -97,15 +97,6 @@ class FinetuneConfig:
             raise UserError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    resolved = torch.device(device)
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
-    return resolved
-
-
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype, or None for plain fp32."""
     if device.type != "cuda":

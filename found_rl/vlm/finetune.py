@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from found_rl.atomic import replaced_atomically
+from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
 from found_rl.vlm.batches import count_tokens, encode_batch
-from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_device, resolve_precision
+from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_precision
 from found_rl.vlm.examples import load_chat_examples, split_episodes
 from found_rl.vlm.lora import add_lora, merged
 from found_rl.vlm.scratch import untrained_card
