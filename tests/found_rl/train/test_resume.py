@@ -101,12 +101,13 @@ def guided_runs(tmp_path_factory):
     """Two runs of one seed and one of another, each with the served expert in repeatable mode."""
     import yaml
 
-    from .conftest import tiny_run_config
+    from .conftest import DATA, tiny_run_config
 
     root = tmp_path_factory.mktemp("guided")
     config = root / "run.yaml"
-    # horizon 200: episodes end on their own (route done, time limit), at different steps per seed
-    config.write_text(yaml.safe_dump(tiny_run_config(sampler={"clips": 3, "horizon": 200})))
+    # episodes end at their route's time limit, which differs by route: each seed pads differently
+    config.write_text(yaml.safe_dump(tiny_run_config(
+        scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("other_seed", 1)):
