@@ -97,22 +97,18 @@ def _write_once(out: Path, routes: list[Any]) -> None:
 
 
 def _draw_routes(scenario: Scenario, count: int, seed: int) -> list[Any]:
-    """Routes of the scenario's random length that turn at lights, from a held-out seed."""
+    """Routes of the scenario's random length from a held-out seed: turning at lights where the
+    map has enough of them, plain random drives for the rest (``routes.generate.draw_routes``)."""
     from found_rl.maps import build_network, read_network
     from found_rl.routes import RoutePlanner
-    from found_rl.routes.generate import generate_routes, sparse_waypoints
-    from found_rl.routes.leaderboard import RouteSpec
+    from found_rl.routes.generate import draw_routes
     from found_rl.world.frames import SumoFrame
 
     net = read_network(build_network(scenario.map))
     planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))
     length = float(scenario.routes.random_length_m or 150.0)
-    rng = np.random.default_rng(seed)
-    try:
-        return generate_routes(planner, rng, count, length)
-    except ValueError:  # a map without signalised turns: plain random drives
-        spans = [planner.random_spans(rng, length) for _ in range(count)]
-        return [RouteSpec(str(i), "", sparse_waypoints(planner, s)) for i, s in enumerate(spans)]
+    routes, _ = draw_routes(planner, np.random.default_rng(seed), count, length)
+    return routes
 
 
 @dataclass(frozen=True)
