@@ -136,7 +136,8 @@ class EvaluationSets:
     ) -> dict[str, Any]:
         """Drive ``agent`` on every set; the headline row (see :func:`headline`).
 
-        Results files are ``<results_stem>.<set>.json`` (``<results_stem>.json`` for a single set);
+        Results files are ``<results_stem>.<routes file stem>.json`` (``<results_stem>.json`` for a
+        single set);
         the video (into ``video_root``) is of the first headline town's first route.
         """
         results: dict[str, tuple[EvaluationSet, EvaluationResult, int]] = {}
@@ -144,7 +145,7 @@ class EvaluationSets:
         filmed = next((item for item in self.plan.sets if item.unseen), self.plan.sets[0])
         for item in self.plan.sets:
             worker = self.workers[item.name]
-            suffix = "" if single else "." + _file_name(item.name)
+            suffix = "" if single else "." + item.routes_path.stem  # NAME or seen_NAME, file-safe already
             results_path = results_stem.with_name(f"{results_stem.name}{suffix}.json")
             results_path.unlink(missing_ok=True)  # a resumed run repeats an evaluation past its checkpoint
             video_dir = video_root if item is filmed else None
@@ -157,6 +158,3 @@ class EvaluationSets:
         for worker in self.workers.values():
             worker.close()
 
-
-def _file_name(name: str) -> str:
-    return name.replace(" (seen)", "-seen").replace(" ", "_")

@@ -179,3 +179,16 @@ def test_curves_of_two_seeds_align_on_their_marks_not_their_step_counts(guided_r
     marks, values = group.aligned("route_completion")
     assert marks.tolist() == [0, 100, 200, 300] and values.shape == (2, 4)
     assert summary.eval_town_unseen is False  # a single town: the evaluation routes were seen
+    # the verdict on these real rows: a never-reached threshold counts as the budget, and the
+    # flags follow the runs' own references
+    import json
+
+    from found_rl.bench.guidance import verdict
+
+    references = json.loads((runs["a"] / "references.json").read_text())
+    report = verdict({"guided": summary}, budget=300, references=references)
+    reached = summary.steps_to_rc80
+    assert report["steps_to_rc80_guided"] == (300 if reached is None else reached)
+    assert report["seeds"] == 2 and report["eval_town_unseen"] is False
+    assert set(references) == {"still"} and "above_throttle" not in report  # no throttle reference ran
+    assert report["final_rc_guided"] == pytest.approx(np.mean([run[-1]["route_completion"] for run in rows]))
