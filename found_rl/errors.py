@@ -16,6 +16,14 @@ class UserError(ValueError):
     """A mistake in what the user gave; the message names the file, flag or field to fix."""
 
 
+class OutsideFailure(RuntimeError):
+    """Something outside found-rl stopped the job (an advisor server that stopped answering).
+
+    Neither the user's mistake nor a bug: ``found-rl`` prints it as one line naming what failed
+    and where the job stood, and exits 3.
+    """
+
+
 @contextlib.contextmanager
 def as_user_error() -> Iterator[None]:
     """Re-raise a ``ValueError`` of the block as :class:`UserError`.

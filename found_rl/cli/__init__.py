@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from found_rl.errors import UserError
+from found_rl.errors import OutsideFailure, UserError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 EXIT_USAGE = 2
 EXIT_BUG = 1
+EXIT_OUTSIDE = 3
 REPORT_LINE = (
     "found-rl {command}: this is a bug in found-rl, not your mistake; please report it with the traceback above"
 )
@@ -54,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
     User mistakes (:class:`~found_rl.errors.UserError`; a missing file, or a file where a folder
-    belongs or the other way round) print one clear line and exit 2, without a traceback;
+    belongs or the other way round) print one clear line and exit 2, without a traceback; a
+    failure outside found-rl (:class:`~found_rl.errors.OutsideFailure`) prints one line and exits 3;
     anything else is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
     """
     parser = build_parser()
@@ -64,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"found-rl {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OutsideFailure as exc:
+        print(f"found-rl {args.command}: stopped: {exc}", file=sys.stderr)
+        return EXIT_OUTSIDE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -49,8 +49,7 @@ def _config_and_folder(args: argparse.Namespace):
 
             stored = apply_overrides(folder.stored_config(), args.overrides)
             config = validate_run_config(stored, str(folder.config), folder.root)
-        folder.check_resumable_with(config)
-        return config, folder
+        return folder.resumed_config(config), folder
     if args.file is None:
         raise UserError("FILE: give a scenario or run config to train, or --resume RUN_DIR")
     config = load_run_config(args.file, args.overrides)

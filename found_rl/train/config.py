@@ -27,6 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from found_rl.errors import UserError
 from found_rl.scenario import format_field_error, yaml_problem
+from found_rl.train.label_budget import check_rate
 
 REFERENCE_AGENTS = ("still", "throttle", "expert")
 RESUMABLE_CHANGES = ("budget.",)
@@ -66,6 +67,10 @@ class SamplerConfig(_Strict):
     executor: Literal["inprocess", "process", "ray"] = "process"
     rho: FiniteFloat = Field(0.5, gt=0, le=1, description="ended fraction that triggers global truncation")
     horizon: int = Field(1000, ge=1, description="T_max: lock-steps before an episode is truncated")
+    overlap: bool | None = Field(
+        None, description="run the updates while the clips step (one update of policy lag; off-policy learners "
+        "only); default: on for sac and drqv2, off for ppo",
+    )
 
     @model_validator(mode="after")
     def _one_simulator_per_process(self) -> SamplerConfig:
@@ -148,6 +153,16 @@ class GuidanceConfig(_Strict):
         return self.vmr.enabled or self.awag.enabled
 
 
+def _label_rate(value: Any) -> Any:
+    """``auto`` or a number in (0, 1]."""
+    if value == "auto":
+        return value
+    return check_rate(value, None)
+
+
+LabelRate = Annotated[float | Literal["auto"], BeforeValidator(_label_rate)]
+
+
 def _advisor_shorthand(value: Any) -> Any:
     """``none`` / a URL / a list of URLs / ``spawn:BACKEND`` → the full mapping."""
     if value is None or value == "none":
@@ -183,6 +198,20 @@ class AdvisorConfig(_Strict):
     )
     label_lag_steps: int = Field(
         4, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer"
+    )
+    label_rate: LabelRate = Field(
+        "auto", description="share of observations the advisor is asked about, a pure function of the step id; "
+        "auto: a probe at start-up measures the advisor's answers/s and chooses it (recorded in config.yaml)",
+    )
+    auto_rate_steps_per_s: FiniteFloat = Field(
+        100.0, gt=0, description="label_rate auto: the loop speed (env steps/s) the rate is chosen for",
+    )
+    down_wait_s: FiniteFloat = Field(
+        60.0, ge=0, description="repeatable mode: how long an advisor that gives no answer is asked again",
+    )
+    when_down: Literal["continue", "stop"] = Field(
+        "continue", description="repeatable mode, after down_wait_s: continue without its labels (the run is "
+        "marked not repeatable from that lock-step) or stop with an error",
     )
 
     @model_validator(mode="after")
@@ -231,12 +260,32 @@ class EvaluationConfig(_Strict):
         default_factory=lambda: list(REFERENCE_AGENTS), description="reference policies shown beside the trained one"
     )
     video: bool = True
+    background: bool = Field(
+        True, description="training goes on while the evaluation workers drive a snapshot of the policy taken at "
+        "the mark (the row is keyed to the mark all the same); false: training waits for each evaluation",
+    )
 
     @model_validator(mode="after")
     def _something_to_drive(self) -> EvaluationConfig:
         if self.enabled and not self.seen and not self.scenarios:
             raise ValueError("seen is false and scenarios is empty: nothing to evaluate on (or set enabled: false)")
         return self
+
+
+class ResourcesConfig(_Strict):
+    """Who gets the CPU. The update is the loop's critical path, so the learner's core is the
+    learner's: the clip workers, a spawned advisor server and the evaluation workers run at a
+    lower priority (a larger nice value) and with few threads of their own."""
+
+    worker_nice: int = Field(5, ge=0, le=19, description="nice increment of the clip worker processes")
+    server_nice: int = Field(5, ge=0, le=19, description="nice increment of a spawned advisor server")
+    evaluator_nice: int = Field(10, ge=0, le=19, description="nice increment of the evaluation workers")
+    server_threads: int = Field(
+        0, ge=0, description="torch/OpenMP threads of a spawned advisor server (0: one per 4 usable cores, at least 1)"
+    )
+    learner_cpus: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="pin the learner process to these CPU ids (default: no pinning)"
+    )
 
 
 class CheckpointConfig(_Strict):
@@ -262,11 +311,17 @@ class RunConfig(_Strict):
     advisor: Annotated[AdvisorConfig, BeforeValidator(_advisor_shorthand)] = AdvisorConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
+    resources: ResourcesConfig = ResourcesConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if not self.scenario:
             raise ValueError("scenario: is an empty list; name at least one training scenario")
+        if self.algorithm == "ppo" and self.sampler.overlap:
+            raise ValueError(
+                "sampler.overlap: PPO is on-policy (a rollout must come from the policy it updates), so acting "
+                "cannot overlap its update; set false"
+            )
         if self.algorithm == "ppo" and self.guidance.vmr.enabled:
             raise ValueError("guidance.vmr: VMR is a critic term of Q-learning; PPO has no Q function (set false)")
         if self.algorithm == "ppo" and self.guidance.awag.enabled:
@@ -284,6 +339,11 @@ class RunConfig(_Strict):
         if self.guidance.clip_bonus.enabled and self.advisor.spawn and not self.advisor.clip:
             raise ValueError("guidance.clip_bonus: the spawned server has no CLIP backend; set advisor.clip")
         return self
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether the loop runs the updates while the clips step (``sampler.overlap``)."""
+        return self.sampler.overlap if self.sampler.overlap is not None else self.algorithm != "ppo"
 
     def to_yaml_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -117,12 +117,12 @@ def _weighted(items: Sequence[tuple[EvaluationSet, EvaluationResult, int]]) -> d
 class EvaluationSets:
     """One evaluation worker per set, driven together: every agent drives every set."""
 
-    def __init__(self, plan: EvaluationPlan, seed: int, bev_pool: int) -> None:
+    def __init__(self, plan: EvaluationPlan, seed: int, bev_pool: int, *, nice: int = 0) -> None:
         self.plan = plan
         self.workers: dict[str, EvaluationWorker] = {}
         try:
             for item in plan.sets:
-                self.workers[item.name] = EvaluationWorker(item.scenario, item.routes_path, seed, bev_pool)
+                self.workers[item.name] = EvaluationWorker(item.scenario, item.routes_path, seed, bev_pool, nice=nice)
         except BaseException:
             self.close()
             raise
@@ -131,28 +131,40 @@ class EvaluationSets:
     def num_routes(self) -> int:
         return sum(worker.num_routes for worker in self.workers.values())
 
-    def evaluate(
+    def start(
         self, agent: str, label: str, results_stem: Path, video_root: Path | None, identity: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Drive ``agent`` on every set; the headline row (see :func:`headline`).
+    ) -> None:
+        """Start driving ``agent`` on every set at once (each set has its own worker process).
 
         Results files are ``<results_stem>.<routes file stem>.json`` (``<results_stem>.json`` for a
-        single set);
-        the video (into ``video_root``) is of the first headline town's first route.
+        single set); the video (into ``video_root``) is of the first headline town's first route.
         """
-        results: dict[str, tuple[EvaluationSet, EvaluationResult, int]] = {}
         single = len(self.plan.sets) == 1
         filmed = next((item for item in self.plan.sets if item.unseen), self.plan.sets[0])
         for item in self.plan.sets:
-            worker = self.workers[item.name]
             suffix = "" if single else "." + item.routes_path.stem  # NAME or seen_NAME, file-safe already
             results_path = results_stem.with_name(f"{results_stem.name}{suffix}.json")
             results_path.unlink(missing_ok=True)  # a resumed run repeats an evaluation past its checkpoint
             video_dir = video_root if item is filmed else None
             town_identity = {**identity, "town": item.name, "eval_town_unseen": item.unseen}
-            result = worker.evaluate(agent, label, results_path, video_dir, town_identity)
-            results[item.name] = (item, result, worker.num_routes)
+            self.workers[item.name].start(agent, label, results_path, video_dir, town_identity)
+
+    def is_done(self) -> bool:
+        """Every set's result of the started evaluation is in: :meth:`finish` will not wait."""
+        return all(worker.is_done() for worker in self.workers.values())
+
+    def finish(self) -> dict[str, Any]:
+        """The headline row (see :func:`headline`) of the evaluation :meth:`start` began (waits)."""
+        results = {item.name: (item, self.workers[item.name].finish(), self.workers[item.name].num_routes)
+                   for item in self.plan.sets}
         return headline(results)
+
+    def evaluate(
+        self, agent: str, label: str, results_stem: Path, video_root: Path | None, identity: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Drive ``agent`` on every set and wait for the headline row (see :meth:`start`)."""
+        self.start(agent, label, results_stem, video_root, identity)
+        return self.finish()
 
     def close(self) -> None:
         for worker in self.workers.values():

@@ -124,11 +124,14 @@ class EvaluationResult:
     video_path: str | None
 
 
-def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int) -> None:
+def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int,
+                 nice: int = 0) -> None:
     """The evaluation process: one env, commands from the trainer until it says stop (or dies)."""
     from fast_sampler.executors.process_worker import die_with_parent
+    from found_rl.train.resources import lower_priority
 
     die_with_parent()  # a trainer killed with SIGKILL takes this worker with it, silently
+    lower_priority(nice, "resources.evaluator_nice")  # the learner's core is the learner's
     import torch
 
     torch.set_num_threads(1)  # the trainer and the env workers own the other cores
@@ -193,32 +196,51 @@ class EvaluationWorker:
         routes_path: the run's ``eval_routes.xml``.
         seed: seed of every evaluation episode (the same episodes every time).
         bev_pool: the BEV max-pooling the trained policy reads (``BevConfig.pool``).
+        nice: how much lower than the trainer's the worker's CPU priority is.
     """
 
-    def __init__(self, scenario_path: Path, routes_path: Path, seed: int, bev_pool: int = 2) -> None:
+    def __init__(self, scenario_path: Path, routes_path: Path, seed: int, bev_pool: int = 2, *,
+                 nice: int = 0) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool),
+            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool, nice),
             name="found-rl-eval", daemon=True,
         )
         self.process.start()
         child.close()
+        self._doing = "idle"
         self.num_routes = int(self._receive("starting the evaluation env"))
 
-    def evaluate(
+    def start(
         self, agent: str, label: str, results_path: Path, video_dir: Path | None, identity: dict[str, Any]
-    ) -> EvaluationResult:
-        """Drive every evaluation route with ``agent`` (an ``found-rl eval --agent`` spec).
-
-        Raises:
-            RuntimeError: the evaluation failed (the worker's error is quoted).
-        """
+    ) -> None:
+        """Start driving every evaluation route with ``agent`` (a ``found-rl eval --agent`` spec);
+        :meth:`finish` returns the result, :meth:`is_done` says whether it is in."""
+        self._doing = f"evaluating {label}"
         self._conn.send(("evaluate", {
             "agent": agent, "label": label, "results_path": str(results_path),
             "video_dir": str(video_dir) if video_dir else None, "identity": identity,
         }))
-        return self._receive(f"evaluating {label}")
+
+    def is_done(self) -> bool:
+        """The started evaluation's result is in (or the worker died): :meth:`finish` will not wait."""
+        return self._conn.poll(0) or not self.process.is_alive()
+
+    def finish(self) -> EvaluationResult:
+        """The result of the evaluation :meth:`start` began (waits for it).
+
+        Raises:
+            RuntimeError: the evaluation failed (the worker's error is quoted).
+        """
+        return self._receive(self._doing)
+
+    def evaluate(
+        self, agent: str, label: str, results_path: Path, video_dir: Path | None, identity: dict[str, Any]
+    ) -> EvaluationResult:
+        """Drive every evaluation route with ``agent`` and wait for the result."""
+        self.start(agent, label, results_path, video_dir, identity)
+        return self.finish()
 
     def _receive(self, doing: str) -> Any:
         if not self._conn.poll(_REPLY_TIMEOUT_S):

@@ -1,17 +1,24 @@
 """The label path: advisor requests about o_t out, answers onto the storage entry of o_t.
 
 Requests leave without blocking the loop (:class:`vlm_server.client.BackgroundClient`) and
-answers are attached by step id (ARCHITECTURE §6), in one of two modes:
+answers are attached by step id (ARCHITECTURE §6). Only a budgeted subset of observations is
+asked about (:mod:`label_budget`: a pure function of the step id and ``rate``), so a teacher
+slower than the loop labels what it can without setting the loop's pace. Two modes:
 
 * **repeatable** (``lag_steps=L``): the answers to the requests of lock-step k are attached
   when lock-step k + L is stored, in request order; the loop waits only for an answer that is
-  later than that. Which transitions carry a label at each update then depends on the seed
-  alone, so a seed gives the same run, and a checkpoint carries the answers still due.
+  later than that (the advisor fell behind its budget). Which transitions carry a label at each
+  update then depends on the seed alone, so a seed gives the same run, and a checkpoint carries
+  the answers still due. An advisor that stops answering is retried for ``down_wait_s``; then
+  the run either stops (:class:`~found_rl.errors.OutsideFailure`) or goes on marked not
+  repeatable from that lock-step (``when_down``).
 * **asynchronous** (``lag_steps=None``): each lock-step attaches whatever arrived (never waits).
 
-An answer whose entry was overwritten meanwhile is dropped and counted. When no replica
-answers, training goes on without labels: the link says so once, sends only an occasional
-probe, and resumes as soon as a probe is answered.
+A busy advisor (it answers 429/503: alive, pushing back) is not a down one: the client slows
+its pace and retries. An answer whose entry was overwritten meanwhile is dropped and counted.
+When no replica answers in asynchronous mode (or after a repeatable run was marked), training
+goes on without labels: the link says so once, sends only an occasional probe, and resumes as
+soon as a probe is answered.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from fast_sampler import StepBatch, StepId
-from found_rl.errors import UserError
+from found_rl.errors import OutsideFailure, UserError, as_user_error
 from found_rl.train.envs import advice_of
+from found_rl.train.label_budget import check_rate, is_labelled, probe_answers_per_s, rate_for
 from vlm_server.client import advise_payload, clip_payload
 
 log = logging.getLogger(__name__)
@@ -70,6 +78,10 @@ class LabelStats:
     """answers that carried an error (the advisor could not answer that item)"""
     skipped: int = 0
     """requests not sent while the advisor was down"""
+    busy: int = 0
+    """requests the advisor was too busy to answer within the client's patience"""
+    marked_down: int = 0
+    """times the advisor was taken for down (it gave no answer at all)"""
     latencies: list[int] = field(default_factory=list)
     """env steps between a request and its attached answer (since the last drain)"""
     latency_total: int = 0
@@ -91,9 +103,19 @@ class LabelStats:
             setattr(self, key, int(value))
 
 
-REPLY_KEYS = ("ok", "action", "bonus", "error", "unavailable")
+REPLY_KEYS = ("ok", "action", "bonus", "error", "unavailable", "busy")
 MISSING_REPLY_S = 600.0
 """Repeatable mode: a reply this late is a client bug (every submitted id comes back once)."""
+RETRY_PAUSE_S = 0.5
+"""Repeatable mode: pause before asking a down advisor again"""
+
+RateChosen = Callable[[float, float], None]
+"""Told ``(rate, answers_per_s)`` once ``rate="auto"`` was resolved by the start-up probe."""
+
+
+def _unanswered(reply: dict[str, Any]) -> bool:
+    """The advisor gave no answer for the item: down, or busy past the client's patience."""
+    return bool(reply.get("unavailable") or reply.get("busy"))
 
 
 class AdvisorLink:
@@ -105,22 +127,49 @@ class AdvisorLink:
         want_clip: ask ``/v1/clip/score`` for a CLIP bonus (needs images in the advice).
         lag_steps: repeatable mode's L (lock-steps from a request to its attachment); ``None``
             for the asynchronous mode.
+        rate: the label budget, the share of observations asked about (``label_budget``);
+            ``None`` probes the advisor at the first lock-step and chooses it
+            (:func:`~found_rl.train.label_budget.rate_for`).
+        auto_rate_steps_per_s: ``rate=None``: the loop speed the rate is chosen for.
+        on_rate_chosen: ``rate=None``: told the chosen rate, to record it in the run config.
+        down_wait_s: repeatable mode: how long an advisor that does not answer is retried.
+        stop_when_down: repeatable mode: after ``down_wait_s``, stop the run
+            (:class:`OutsideFailure`) instead of going on marked not repeatable.
+        advisor_name: names the advisor in messages (its URLs).
+        check_interrupt: called while the link waits, so a stop request ends a long wait at a
+            point where nothing is half done.
         probe_interval_s: while the advisor is down, send one request this often.
     """
 
     def __init__(
         self, client: LabelClient, *, want_actions: bool, want_clip: bool, lag_steps: int | None = None,
-        probe_interval_s: float = 2.0,
+        rate: float | None = 1.0, auto_rate_steps_per_s: float = 100.0, on_rate_chosen: RateChosen | None = None,
+        down_wait_s: float = 60.0, stop_when_down: bool = False, advisor_name: str = "the advisor",
+        check_interrupt: Callable[[], None] | None = None, probe_interval_s: float = 2.0,
     ) -> None:
         if lag_steps is not None and lag_steps < 0:
             raise UserError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
+        if rate is not None:
+            with as_user_error():
+                rate = check_rate(rate)
         self.client = client
         self.want_actions, self.want_clip = want_actions, want_clip
         self.lag_steps = lag_steps
+        self.rate = rate
+        self.auto_rate_steps_per_s = auto_rate_steps_per_s
+        self.on_rate_chosen = on_rate_chosen
+        self.down_wait_s = down_wait_s
+        self.stop_when_down = stop_when_down
+        self.advisor_name = advisor_name
+        self.check_interrupt = check_interrupt or (lambda: None)
         self.probe_interval_s = probe_interval_s
         self.stats = LabelStats()
         self.is_up = True
+        self.not_repeatable_from: int | None = None
+        """the lock-step from which a repeatable run stopped repeating (its advisor went down)"""
         self._sent_at: dict[str, int] = {}
+        self._requests: dict[str, tuple[dict[str, Any], str]] = {}
+        """repeatable mode: each request in flight, to ask again if the advisor was down"""
         self._last_probe = -float("inf")
         self._due: deque[tuple[int, list[str]]] = deque()
         """repeatable mode: (lock-step, ids requested then), oldest first"""
@@ -135,19 +184,53 @@ class AdvisorLink:
     def in_flight(self) -> int:
         return len(self._sent_at)
 
+    def summary(self) -> dict[str, Any]:
+        """The label path of the run so far: its budget, how much of it was labelled, its health."""
+        answered = self.stats.submitted - self.in_flight
+        return {
+            "label_rate": self.rate,
+            "budget_coverage": self.stats.attached / answered if answered else 0.0,
+            "marked_down": self.stats.marked_down,
+            "repeatable": self.repeatable and self.not_repeatable_from is None,
+            "not_repeatable_from": self.not_repeatable_from,
+            **{key: getattr(self.stats, key) for key in ("submitted", "attached", "dropped", "failed", "skipped",
+                                                          "busy")},
+        }
+
     def submit_lockstep(self, batch: StepBatch, env_step: int, lock_step: int = 0) -> None:
-        """One request per valid transition of a lock-step, each about its o_t.
+        """One request per valid transition of a lock-step in the label budget, each about its o_t.
 
         The payload comes from ``batch.obs_infos`` (the info that came *with* o_t; the reset's
         at t = 0), never from ``batch.infos`` (which came with o_{t+1}: a step late).
         """
+        clips = np.flatnonzero(batch.valid)
+        if self.rate is None and clips.size:
+            self._choose_rate(batch, clips)
+        asked = is_labelled(batch.clip_index[clips], batch.episode_index[clips], batch.step_index[clips],
+                            self.rate or 1.0)
         sent: list[str] = []
-        for clip in np.flatnonzero(batch.valid):
+        for clip in clips[asked]:
             advice = advice_of(batch.obs_infos[clip])
             if advice is not None:
                 sent += self.submit(batch.step_id(int(clip)), advice, batch.actions[clip], env_step)
         if self.repeatable and sent:
             self._due.append((lock_step, sent))
+
+    def _choose_rate(self, batch: StepBatch, clips: np.ndarray) -> None:
+        """``rate="auto"``: measure the advisor's answers/s on this lock-step's requests, once."""
+        payloads = []
+        for clip in clips:
+            advice = advice_of(batch.obs_infos[clip])
+            if advice is not None:
+                payloads += self._payloads(advice, batch.actions[clip])
+        if not payloads:
+            return
+        answers_per_s = probe_answers_per_s(self.client, payloads)
+        self.rate = rate_for(answers_per_s, self.auto_rate_steps_per_s * len(payloads) / len(clips))
+        log.info("advisor answers %.0f requests/s: label rate %.2g for a loop of %.0f env steps/s",
+                 answers_per_s, self.rate, self.auto_rate_steps_per_s)
+        if self.on_rate_chosen is not None:
+            self.on_rate_chosen(self.rate, answers_per_s)
 
     def submit(self, step_id: StepId, advice: dict[str, Any], action: np.ndarray, env_step: int) -> list[str]:
         """Ask about o_t (``advice`` came with o_t) and the executed action a_t; the ids sent."""
@@ -157,20 +240,28 @@ class AdvisorLink:
                 self.stats.skipped += int(self.want_actions) + int(self.want_clip)
                 return []
             self._last_probe = now
+        return [
+            self._send(item_id(ADVISE if kind == "advise" else CLIP, step_id), payload, kind, env_step)
+            for payload, kind in self._payloads(advice, action)
+        ]
+
+    def _payloads(self, advice: dict[str, Any], action: np.ndarray) -> list[tuple[dict[str, Any], str]]:
+        """The requests about one observation: ``(payload, kind)`` for an action and/or a bonus."""
         image = advice.get("image")
-        sent = []
+        payloads = []
         if self.want_actions:
-            payload = advise_payload(image, advice["command"], advice["speed_mps"], advice.get("state"))
-            sent.append(self._send(item_id(ADVISE, step_id), payload, "advise", env_step))
+            payloads.append((advise_payload(image, advice["command"], advice["speed_mps"], advice.get("state")),
+                             "advise"))
         if self.want_clip:
             if image is None:
                 raise ValueError("CLIP bonus requests need the RGB BEV: build the env with with_image=True")
-            payload = clip_payload(image, advice["command"], advice["speed_mps"], action)
-            sent.append(self._send(item_id(CLIP, step_id), payload, "clip", env_step))
-        return sent
+            payloads.append((clip_payload(image, advice["command"], advice["speed_mps"], action), "clip"))
+        return payloads
 
     def _send(self, identifier: str, payload: dict[str, Any], kind: str, env_step: int) -> str:
         self._sent_at[identifier] = env_step
+        if self.repeatable:
+            self._requests[identifier] = (payload, kind)
         self.stats.submitted += 1
         self.client.submit(identifier, payload, kind)
         return identifier
@@ -186,8 +277,7 @@ class AdvisorLink:
         self._hold(self.client.poll())
         attached = 0
         while self._due and self._due[0][0] <= lock_step - int(self.lag_steps or 0):
-            _, identifiers = self._due.popleft()
-            attached += self._attach_in_order(identifiers, attach, env_step)
+            attached += self._attach_oldest(attach, env_step)
         return attached
 
     def flush(self, attach: Attach, env_step: int) -> int:
@@ -199,31 +289,75 @@ class AdvisorLink:
             return self.collect(attach, env_step)
         attached = 0
         while self._due:
-            _, identifiers = self._due.popleft()
-            attached += self._attach_in_order(identifiers, attach, env_step)
+            attached += self._attach_oldest(attach, env_step)
         return attached
 
-    def _attach_in_order(self, identifiers: list[str], attach: Attach, env_step: int) -> int:
-        self._wait_for(identifiers)
-        return sum(self._apply(identifier, self._held.pop(identifier), attach, env_step) for identifier in identifiers)
+    def _attach_oldest(self, attach: Attach, env_step: int) -> int:
+        """The oldest due lock-step's answers, in request order. It leaves the queue only once
+        they are attached, so a stop request during the wait loses nothing (the checkpoint keeps it)."""
+        lock_step, identifiers = self._due[0]
+        self._settle(identifiers, lock_step)
+        attached = sum(self._apply(identifier, self._held.pop(identifier), attach, env_step)
+                       for identifier in identifiers)
+        self._due.popleft()
+        return attached
 
     def _hold(self, replies: list[tuple[str, dict[str, Any]]]) -> None:
         for identifier, reply in replies:
             if identifier in self._sent_at:  # what attaching needs, not the server's timings
                 self._held[identifier] = {key: reply[key] for key in REPLY_KEYS if key in reply}
 
-    def _wait_for(self, identifiers: list[str]) -> None:
-        """Block until every one of ``identifiers`` has its reply held (the client answers each)."""
+    def _settle(self, identifiers: list[str], lock_step: int) -> None:
+        """Block until each of ``identifiers`` has a reply to apply (repeatable mode).
+
+        A reply saying the advisor did not answer is asked again, for ``down_wait_s``; then the
+        run stops or is marked not repeatable (``stop_when_down``).
+        """
         deadline = time.monotonic() + MISSING_REPLY_S
-        while any(identifier not in self._held for identifier in identifiers):
+        down_since: float | None = None
+        while True:
+            missing = [i for i in identifiers if i not in self._held]
+            unanswered = [i for i in identifiers if i in self._held and _unanswered(self._held[i])]
+            if unanswered and self.not_repeatable_from is None:
+                down_since = down_since if down_since is not None else time.monotonic()
+                if time.monotonic() - down_since > self.down_wait_s:
+                    self._went_down(lock_step, self._held[unanswered[0]])
+                else:
+                    self._ask_again(unanswered, lock_step)
+                    missing += unanswered
+            if not missing:
+                return
             if time.monotonic() > deadline:
-                missing = [i for i in identifiers if i not in self._held]
                 raise RuntimeError(f"advisor client lost replies for {missing[:3]} (and {len(missing)} in all)")
+            self.check_interrupt()
             self._hold(self.client.poll(wait_s=0.5))
+
+    def _ask_again(self, identifiers: list[str], lock_step: int) -> None:
+        if self.is_up:
+            log.warning("%s does not answer (lock-step %d); asking again for up to %.0f s (advisor.down_wait_s)",
+                        self.advisor_name, lock_step, self.down_wait_s)
+            self.is_up = False
+            self.stats.marked_down += 1
+        time.sleep(RETRY_PAUSE_S)
+        for identifier in identifiers:
+            del self._held[identifier]
+            payload, kind = self._requests[identifier]
+            self.client.submit(identifier, payload, kind)
+
+    def _went_down(self, lock_step: int, reply: dict[str, Any]) -> None:
+        """The advisor stayed down for ``down_wait_s``: stop, or go on marked not repeatable."""
+        message = (f"{self.advisor_name} gave no answer for {self.down_wait_s:.0f} s (advisor.down_wait_s) "
+                   f"at lock-step {lock_step}: {reply.get('error')}")
+        if self.stop_when_down:
+            raise OutsideFailure(f"{message}; the last checkpoint resumes the run (advisor.when_down: stop)")
+        self.not_repeatable_from = lock_step
+        log.warning("%s; training goes on without its labels, and the run no longer repeats from lock-step %d "
+                    "(advisor.when_down: continue)", message, lock_step)
 
     def _apply(self, identifier: str, reply: dict[str, Any], attach: Attach, env_step: int) -> int:
         """One reply onto its entry; 1 if attached."""
         sent_at = self._sent_at.pop(identifier, env_step)
+        self._requests.pop(identifier, None)
         if not reply.get("ok"):
             self._failed(reply)
             return 0
@@ -240,10 +374,14 @@ class AdvisorLink:
         return 1
 
     def _failed(self, reply: dict[str, Any]) -> None:
+        if reply.get("busy"):  # alive but overloaded past the client's patience: not down
+            self.stats.busy += 1
+            return
         if reply.get("unavailable"):
             if self.is_up:
                 log.warning("advisor unreachable (%s); training continues without labels", reply.get("error"))
                 self.is_up = False
+                self.stats.marked_down += 1
                 self._last_probe = time.monotonic()
             self.stats.skipped += 1
             return
@@ -260,16 +398,18 @@ class AdvisorLink:
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint needs to continue exactly: in repeatable mode every answer still due
         (waited for now, attached later at its own lock-step) and the counters."""
-        state: dict[str, Any] = {"stats": self.stats.state_dict(), "repeatable": self.repeatable}
+        state: dict[str, Any] = {"stats": self.stats.state_dict(), "repeatable": self.repeatable,
+                                 "not_repeatable_from": self.not_repeatable_from}
         if self.repeatable:
-            for _, identifiers in self._due:
-                self._wait_for(identifiers)
+            for lock_step, identifiers in self._due:
+                self._settle(identifiers, lock_step)
             state.update(due=[[step, list(ids)] for step, ids in self._due], held=dict(self._held),
                          sent_at=dict(self._sent_at))
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stats.load_state_dict(state["stats"])
+        self.not_repeatable_from = state.get("not_repeatable_from")
         if self.repeatable and state.get("repeatable"):
             self._due = deque((int(step), list(ids)) for step, ids in state["due"])
             self._held = dict(state["held"])

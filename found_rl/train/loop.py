@@ -1,13 +1,20 @@
 """The training loop: FAST collection, the advisor label path, updates, evaluation, checkpoints.
 
-One lock-step of the loop::
+One lock-step k of the loop, overlapped (``sampler.overlap``, the default for SAC and DrQ-v2)::
 
-    sampler.step()            N clips act with one batched policy call, step in parallel
+    sampler.step_async()      N clips act on o_k with one batched policy call; the workers step
+    learner.update(...) × j   meanwhile: the updates paid by lock-steps up to k − 1
+    sampler.step_wait()       the workers' results: lock-step k's transitions
     replay.add(...)           valid transitions only (FAST padding is never stored)
-    advisor.submit(...)       one request per transition about o_t, built from o_t's own info
-    advisor.collect(...)      answers that arrived are attached to o_t's replay entry by step id
-    learner.update(...) × k   k from the update-to-data ratio, once past learning_starts
+    advisor.submit(...)       a request about o_t for each transition in the label budget
+    advisor.collect(...)      answers due now are attached to o_t's replay entry by step id
     evaluate / checkpoint     at their env-step marks (checkpoints at FAST round boundaries)
+
+The policy that acts on o_k is the one before lock-step k − 1's updates: one update round of
+policy lag, which an off-policy learner does not mind (docs/method.md §8), and no thread is
+involved, so the order of every random draw, and hence the run, does not depend on timing.
+Without overlap (PPO, or ``sampler.overlap: false``) the lock-step is ``sampler.step()``, then
+storing, then the updates.
 
 The parts live beside it: the learner and its storage are built in :mod:`learners`, the two
 storage kinds collect and update in :mod:`collection` (one collector, chosen at start-up), and
@@ -19,11 +26,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +58,10 @@ from found_rl.train.evaluation_sets import (
 )
 from found_rl.train.labels import AdvisorLink
 from found_rl.train.learners import build_learner, network_name
+from found_rl.train.resources import niced, pin_learner, server_threads, usable_cores
 from found_rl.train.run_folder import RunFolder, append_jsonl, read_jsonl, truncate_jsonl
 from found_rl.train.server import SpawnedServer
+from found_rl.train.stopping import Interrupted, StopRequests
 from found_rl.train.telemetry import Telemetry, Timers
 
 __all__ = ["Counters", "Interrupted", "Timers", "TrainResult", "Trainer", "resolve_device", "torch_threads",
@@ -64,13 +70,6 @@ __all__ = ["Counters", "Interrupted", "Timers", "TrainResult", "Trainer", "resol
 log = logging.getLogger(__name__)
 
 ACTION_DIM = 2
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def torch_threads(asked: int) -> int:
@@ -101,23 +100,22 @@ class TrainResult:
     interrupted: bool
     label_coverage: float
     evaluation_sets: tuple[EvaluationSet, ...] = ()
+    not_repeatable_from: int | None = None
+    """the lock-step from which the run no longer repeats (its advisor went down), if any"""
+    learning_env_steps_per_s: float = 0.0
+    """env steps/s from this session's first update on (the random-action warm-up left out)"""
+    learning_updates_per_s: float = 0.0
+    labels: dict[str, Any] | None = None
+    """the label path's :meth:`~found_rl.train.labels.AdvisorLink.summary` (``None`` without an advisor)"""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM reached the trainer (exit code 130 after the final checkpoint)."""
+@dataclass(frozen=True)
+class PendingEvaluation:
+    """An evaluation the workers are driving: its row so far (mark, env steps, ...) and the
+    policy snapshot they read. A checkpoint keeps it, so a resumed run finishes it."""
 
-
-@contextmanager
-def _interrupt_on_signals() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    row: dict[str, Any]
+    snapshot: str
 
 
 class Trainer:
@@ -131,8 +129,8 @@ class Trainer:
     """
 
     def __init__(self, config: RunConfig, run_dir: Path, *, resume: bool = False, show_progress: bool = True):
-        self.config = config
         self.folder = RunFolder(Path(run_dir))
+        self.config = self.folder.resumed_config(config) if resume else config
         self.resume = resume
         self.show_progress = show_progress
         self.counters = Counters()
@@ -145,6 +143,8 @@ class Trainer:
         self.last_evaluation: dict[str, Any] | None = None
         self._evaluated_at = -1
         self.references: dict[str, dict[str, Any]] = {}
+        self.stop = StopRequests()
+        self._pending_evaluation: PendingEvaluation | None = None
 
     @property
     def learner(self) -> Any:
@@ -180,8 +180,10 @@ class Trainer:
             folder.create(config)
         plan = plan_evaluation_sets(config, folder.eval_routes) if config.evaluation.enabled else NO_EVALUATION
         want_actions, want_clip, with_image = self._wants()
-        executor = make_executor(self._env_factories(plan, with_state=want_actions, with_image=with_image),
-                                 config.sampler.executor)
+        factories = self._env_factories(plan, with_state=want_actions, with_image=with_image)
+        if config.sampler.executor != "inprocess":  # the workers yield the CPU to the learner
+            factories = [niced(factory, config.resources.worker_nice) for factory in factories]
+        executor = make_executor(factories, config.sampler.executor)
         sampler = stack.enter_context(FastSampler(
             executor, self._act, rho=config.sampler.rho, horizon=config.sampler.horizon,
             seed=config.seed, seed_every_episode=True,
@@ -194,10 +196,12 @@ class Trainer:
         )
         self.evaluator: EvaluationSets | None = None
         if plan.sets:
-            self.evaluator = EvaluationSets(plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset])
+            self.evaluator = EvaluationSets(plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset],
+                                            nice=config.resources.evaluator_nice)
             stack.callback(self.evaluator.close)
         self.link = self._start_advisor(stack, want_actions, want_clip)
         stack.callback(self.telemetry.open(folder.root).close)
+        pin_learner(config.resources.learner_cpus)  # after every child started: they must not inherit it
 
         if state is not None:
             self._restore(state)
@@ -206,13 +210,15 @@ class Trainer:
         self._evaluate_references()
         interrupted = False
         try:
-            with _interrupt_on_signals():
+            with self.stop.installed():
                 self._loop()
         except Interrupted as exc:
             interrupted = True
             log.warning("interrupted (%s): writing a final checkpoint", exc)
-        if not interrupted and self.evaluator is not None and self._evaluated_at != self.counters.env_steps:
-            self._evaluate(self._final_mark())  # the final policy
+        if not interrupted and self.evaluator is not None:
+            self._finish_evaluation()
+            if self._evaluated_at != self.counters.env_steps:
+                self._evaluate(self._final_mark(), wait=True)  # the final policy
         self._checkpoint(exact=sampler.at_round_boundary)
         save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
@@ -249,9 +255,11 @@ class Trainer:
             return None
         urls = advisor.urls
         if advisor.spawn:
+            resources = self.config.resources
             server = SpawnedServer(
                 advisor.spawn, advisor.spawn_options, advisor.clip, advisor.clip_options,
                 log_path=self.folder.server_log, ready_timeout_s=advisor.ready_timeout_s,
+                threads=server_threads(resources.server_threads), nice=resources.server_nice,
             )
             stack.enter_context(server)
             urls = [server.url]
@@ -260,9 +268,23 @@ class Trainer:
 
         client = BackgroundClient(urls, timeout_s=advisor.timeout_s, max_retries=2)
         lag = advisor.label_lag_steps if advisor.label_mode == "repeatable" else None
-        link = AdvisorLink(client, want_actions=want_actions, want_clip=want_clip, lag_steps=lag)
+        link = AdvisorLink(
+            client, want_actions=want_actions, want_clip=want_clip, lag_steps=lag,
+            rate=None if advisor.label_rate == "auto" else advisor.label_rate,
+            auto_rate_steps_per_s=advisor.auto_rate_steps_per_s, on_rate_chosen=self._record_label_rate,
+            down_wait_s=advisor.down_wait_s, stop_when_down=advisor.when_down == "stop",
+            advisor_name=f"the advisor at {', '.join(urls)}", check_interrupt=self.stop.check,
+        )
         stack.callback(link.close)
         return link
+
+    def _record_label_rate(self, rate: float, answers_per_s: float) -> None:
+        """``label_rate: auto`` resolved: the number goes into config.yaml, so a resume repeats it."""
+        advisor = self.config.advisor.model_copy(update={"label_rate": rate})
+        self.config = self.config.model_copy(update={"advisor": advisor})
+        self.folder.update_config(self.config)
+        self.folder.write_label_probe({"answers_per_s": answers_per_s, "label_rate": rate,
+                                       "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s})
 
     # ------------------------------------------------------------------ the loop
     def _act(self, obs: Any) -> Any:
@@ -288,15 +310,16 @@ class Trainer:
             if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
                 self._evaluate(counters.next_evaluation)
             last_log = time.perf_counter()
+            lockstep = self._overlapped_lockstep if config.overlaps else self._alternating_lockstep
             while self._budget_left(session_start):
+                self.stop.check()
                 before = counters.env_steps
-                with self.timers.measure("sampling"):
-                    batch = self.sampler.step()
-                self._store(batch)
-                telemetry.log_episodes(batch, counters)
-                self.collector.update(self.link)
-                if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
-                    self._evaluate(counters.next_evaluation)
+                lockstep()
+                telemetry.note_learning(counters)
+                if self.evaluator is not None:
+                    self._poll_evaluation()
+                    if counters.env_steps >= counters.next_evaluation:
+                        self._evaluate(counters.next_evaluation)
                 if counters.env_steps >= counters.next_checkpoint and self.collector.can_checkpoint(self.sampler):
                     self._checkpoint(exact=self.sampler.at_round_boundary)
                 bar.update(counters.env_steps - before)
@@ -305,6 +328,24 @@ class Trainer:
                     bar.set_postfix_str(telemetry.progress_text(counters, self.link, self._label_coverage,
                                                                 self.last_evaluation), refresh=False)
                     telemetry.log_perf(counters, self.sampler.stats.valid_fraction, self.link, self._label_coverage)
+
+    def _alternating_lockstep(self) -> None:
+        """Step, store, then update: the learner waits for the workers and the other way round."""
+        with self.timers.measure("sampling"):
+            batch = self.sampler.step()
+        self._store(batch)
+        self.telemetry.log_episodes(batch, self.counters)
+        self.collector.update(self.link)
+
+    def _overlapped_lockstep(self) -> None:
+        """Act and send, update while the workers step, then store (one update round of policy lag)."""
+        with self.timers.measure("sampling"):
+            self.sampler.step_async()
+        self.collector.update(self.link)  # paid by the lock-steps stored so far
+        with self.timers.measure("sampling"):
+            batch = self.sampler.step_wait()
+        self._store(batch)
+        self.telemetry.log_episodes(batch, self.counters)
 
     def _store(self, batch: StepBatch) -> None:
         """The lock-step into the learner's storage, then its requests to the advisor and the answers back."""
@@ -342,34 +383,60 @@ class Trainer:
                 tmp.write_text(json.dumps(stored, indent=2))
         self.references = stored
 
-    def _evaluate(self, mark: int) -> None:
-        """Evaluate the current policy; ``mark`` is the env step the evaluation was due at (the
-        curves of several seeds align on it, whatever env-step count each run had reached)."""
-        counters, folder = self.counters, self.folder
+    def _evaluate(self, mark: int, *, wait: bool = False) -> None:
+        """Evaluate a snapshot of the current policy; ``mark`` is the env step the evaluation was
+        due at (the curves of several seeds align on it, whatever env-step count each run had
+        reached). Training goes on while the workers drive (``evaluation.background``) unless
+        ``wait``; one evaluation runs at a time."""
+        self._finish_evaluation()
+        counters = self.counters
         step = counters.env_steps
         self._evaluated_at = step
-        with self.timers.measure("evaluation"):
-            save_checkpoint(folder.eval_policy, self.learner.policy_spec, self._policy_state,
-                            metadata={"env_steps": step})
-            video_dir = folder.videos / f"eval_{step:010d}" if self.config.evaluation.video else None
-            scores = self.evaluator.evaluate(
-                f"checkpoint:{folder.eval_policy}", "policy", folder.evaluations / f"eval_{step:010d}", video_dir,
-                {"env_steps": step, "mark": mark},
-            )
+        snapshot = self.folder.eval_policy(step)
+        save_checkpoint(snapshot, self.learner.policy_spec, self._policy_state, metadata={"env_steps": step})
         row = {"mark": mark, "env_steps": step, "updates": counters.updates,
-               "wall_s": counters.wall_s + time.perf_counter() - self.telemetry.session_start, **scores}
+               "wall_s": counters.wall_s + time.perf_counter() - self.telemetry.session_start}
         if self.link is not None:
+            summary = self.link.summary()
             row["label_coverage"] = self._label_coverage()
             row["label_latency_steps"] = self.link.stats.mean_latency
-        append_jsonl(folder.evaluations_jsonl, row)
+            row.update({key: summary[key] for key in ("label_rate", "budget_coverage", "repeatable",
+                                                      "not_repeatable_from")})
+        self._start_evaluation(PendingEvaluation(row, str(snapshot)))
+        every = self.config.evaluation.every_env_steps
+        counters.next_evaluation = (step // every + 1) * every
+        if wait or not self.config.evaluation.background:
+            self._finish_evaluation()
+
+    def _start_evaluation(self, pending: PendingEvaluation) -> None:
+        step, folder = pending.row["env_steps"], self.folder
+        video_dir = folder.videos / f"eval_{step:010d}" if self.config.evaluation.video else None
+        self.evaluator.start(f"checkpoint:{pending.snapshot}", "policy", folder.evaluations / f"eval_{step:010d}",
+                             video_dir, {"env_steps": step, "mark": pending.row["mark"]})
+        self._pending_evaluation = pending
+
+    def _poll_evaluation(self) -> None:
+        """Write the running evaluation's row once its result is in (never waits)."""
+        if self._pending_evaluation is not None and self.evaluator.is_done():
+            self._finish_evaluation()
+
+    def _finish_evaluation(self) -> None:
+        """Wait for the running evaluation, if any, and write its row."""
+        pending = self._pending_evaluation
+        if pending is None:
+            return
+        with self.stop.at_once(), self.timers.measure("evaluation"):
+            scores = self.evaluator.finish()
+        self._pending_evaluation = None
+        row = {**pending.row, **scores}
+        append_jsonl(self.folder.evaluations_jsonl, row)
+        Path(pending.snapshot).unlink(missing_ok=True)
         self.last_evaluation = row
-        self.telemetry.log_evaluation(scores, step)
+        self.telemetry.log_evaluation(scores, row["env_steps"])
         if self.show_progress:
             from found_rl.train.report import print_evaluation
 
             print_evaluation(row, self.references)
-        every = self.config.evaluation.every_env_steps
-        counters.next_evaluation = (step // every + 1) * every
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint(self, *, exact: bool) -> None:
@@ -390,6 +457,8 @@ class Trainer:
                 "lengths": telemetry.lengths.tolist(),
                 "exact": exact,
                 "config": self.config.to_yaml_dict(),
+                "pending_evaluation": None if self._pending_evaluation is None else {
+                    "row": self._pending_evaluation.row, "snapshot": self._pending_evaluation.snapshot},
             }
             replay = self.collector.replay if self.config.checkpoint.save_replay else None
             save_run_checkpoint(self.folder.checkpoint, self.learner.policy_spec, self._policy_state,
@@ -413,6 +482,10 @@ class Trainer:
         truncate_jsonl(self.folder.evaluations_jsonl, self.counters.env_steps)
         evaluations = read_jsonl(self.folder.evaluations_jsonl)
         self.last_evaluation = evaluations[-1] if evaluations else None
+        pending = state.get("pending_evaluation")
+        if pending and self.evaluator is not None and all(e.get("mark") != pending["row"]["mark"] for e in evaluations):
+            self._evaluated_at = pending["row"]["env_steps"]
+            self._start_evaluation(PendingEvaluation(pending["row"], pending["snapshot"]))  # killed while it ran
         telemetry.first_step = self.counters.env_steps
         telemetry.first_update = self.counters.updates
         if not state.get("exact", True):
@@ -421,6 +494,7 @@ class Trainer:
     def _result(self, interrupted: bool) -> TrainResult:
         counters, telemetry = self.counters, self.telemetry
         elapsed = telemetry.elapsed()
+        learning_steps, learning_updates = telemetry.learning_rates(counters)
         return TrainResult(
             run_dir=self.folder.root,
             env_steps=counters.env_steps,
@@ -433,4 +507,8 @@ class Trainer:
             interrupted=interrupted,
             label_coverage=self._label_coverage(),
             evaluation_sets=self.evaluator.plan.sets if self.evaluator is not None else (),
+            not_repeatable_from=None if self.link is None else self.link.not_repeatable_from,
+            learning_env_steps_per_s=learning_steps,
+            learning_updates_per_s=learning_updates,
+            labels=None if self.link is None else self.link.summary(),
         )

@@ -68,9 +68,9 @@ class RunFolder:
     def checkpoint(self) -> Path:
         return self.checkpoints / "checkpoint.pt"
 
-    @property
-    def eval_policy(self) -> Path:
-        return self.checkpoints / "policy_eval.pt"
+    def eval_policy(self, env_steps: int) -> Path:
+        """The policy snapshot an evaluation drives (kept until its row is written)."""
+        return self.checkpoints / f"policy_eval_{env_steps:010d}.pt"
 
     @property
     def final_policy(self) -> Path:
@@ -79,6 +79,15 @@ class RunFolder:
     @property
     def server_log(self) -> Path:
         return self.root / "advisor_server.log"
+
+    @property
+    def label_probe(self) -> Path:
+        return self.root / "label_probe.json"
+
+    def write_label_probe(self, record: dict[str, Any]) -> None:
+        """What the start-up probe of ``advisor.label_rate: auto`` measured and chose."""
+        with replaced_atomically(self.label_probe) as tmp:
+            tmp.write_text(json.dumps(record, indent=2))
 
     def create(self, config: RunConfig) -> None:
         """Make a new run folder holding ``config``.
@@ -114,6 +123,20 @@ class RunFolder:
         if not isinstance(data, dict):
             raise UserError(f"--resume {self.root}: {self.config.name} does not hold a run config")
         return data
+
+    def resumed_config(self, config: RunConfig) -> RunConfig:
+        """``config`` for continuing the run here: the label rate its start-up probe chose stands
+        in for ``label_rate: auto`` (so the resume repeats the run), and anything else that
+        differs beyond the budget is refused.
+
+        Raises:
+            ValueError: listing every differing key with both values.
+        """
+        recorded = (self.stored_config().get("advisor") or {}).get("label_rate")
+        if config.advisor.label_rate == "auto" and isinstance(recorded, (int, float)):
+            config = config.model_copy(update={"advisor": config.advisor.model_copy(update={"label_rate": recorded})})
+        self.check_resumable_with(config)
+        return config
 
     def check_resumable_with(self, config: RunConfig) -> None:
         """Refuse to continue a run under a config that differs beyond its budget.

@@ -8,6 +8,7 @@ death signal), so even a SIGKILLed trainer leaves no server behind.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -41,6 +42,24 @@ def _die_with_parent() -> None:  # pragma: no cover (runs in the child before ex
         pass
 
 
+def _prepare_child(nice: int) -> None:  # pragma: no cover (runs in the child before exec)
+    """Before exec: die with the trainer (Linux), and yield the CPU to it by ``nice``."""
+    if sys.platform.startswith("linux"):
+        _die_with_parent()
+    if nice > 0:
+        with contextlib.suppress(OSError):  # refused: the server keeps the trainer's priority
+            os.nice(nice)
+
+
+def thread_environment(threads: int | None) -> dict[str, str]:
+    """The environment of a child that should use ``threads`` threads (torch, OpenMP, BLAS)."""
+    env = dict(os.environ)
+    if threads is not None:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[name] = str(threads)
+    return env
+
+
 def serve_command(port: int, advisor: str | None, advisor_options: dict[str, Any],
                   clip: str | None, clip_options: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", "found_rl", "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -66,6 +85,8 @@ class SpawnedServer:
         log_path: the server's stdout and stderr go here (the run folder's ``advisor_server.log``).
         ready_timeout_s: how long loading may take before the run gives up.
         port: loopback port (default: a free one).
+        threads: torch/OpenMP threads of the server (``None``: the library defaults).
+        nice: how much lower than the trainer's the server's CPU priority is.
     """
 
     def __init__(
@@ -78,12 +99,15 @@ class SpawnedServer:
         log_path: Path,
         ready_timeout_s: float = 120.0,
         port: int | None = None,
+        threads: int | None = None,
+        nice: int = 0,
     ) -> None:
         self.port = port or free_loopback_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
         self.command = serve_command(self.port, advisor, advisor_options or {}, clip, clip_options or {})
+        self.threads, self.nice = threads, nice
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> SpawnedServer:
@@ -100,7 +124,8 @@ class SpawnedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the trainer, which stops the server itself
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=functools.partial(_prepare_child, self.nice),
+                env=thread_environment(self.threads),
             )
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:

@@ -63,6 +63,8 @@ class Telemetry:
         self.session_start = time.perf_counter()
         self.first_step = self.first_update = 0
         """env steps and updates the run had when this session started (resumed runs)"""
+        self.learning_since: tuple[float, int, int] | None = None
+        """(time, env steps, updates) at this session's first update"""
         self.returns = np.zeros(clips)  # running episode returns, for charts/
         self.lengths = np.zeros(clips, np.int64)  # valid steps of each running episode
         self._last_actor_logs: dict[str, float] = {}
@@ -83,6 +85,19 @@ class Telemetry:
 
     def session_updates(self, updates: int) -> int:
         return updates - self.first_update
+
+    def note_learning(self, counters: Any) -> None:
+        """Remember when this session's first update happened (the loop's rates from there on)."""
+        if self.learning_since is None and counters.updates > self.first_update:
+            self.learning_since = (time.perf_counter(), counters.env_steps, counters.updates)
+
+    def learning_rates(self, counters: Any) -> tuple[float, float]:
+        """Env steps/s and updates/s since this session's first update (0, 0 before it)."""
+        if self.learning_since is None:
+            return 0.0, 0.0
+        started, steps, updates = self.learning_since
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        return (counters.env_steps - steps) / elapsed, (counters.updates - updates) / elapsed
 
     def shares(self) -> dict[str, float]:
         shares = self.timers.shares()

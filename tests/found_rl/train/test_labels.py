@@ -232,3 +232,125 @@ def test_a_negative_label_lag_is_refused():
 
 def test_item_ids_round_trip():
     assert parse_item_id(item_id("a", (3, 12, 450))) == ("a", (3, 12, 450))
+
+
+class FlakyClient(ScriptedClient):
+    """Answers ``unavailable`` (no replica answered) to the first ``down_for`` sends of each item,
+    or to every send when ``down_for`` is None; then like :class:`ScriptedClient`."""
+
+    def __init__(self, seed: int, down_for: int | None) -> None:
+        super().__init__(seed)
+        self.down_for = down_for
+        self.sends: dict[str, int] = {}
+
+    def submit(self, item_id, payload, kind="advise"):
+        self.sends[item_id] = self.sends.get(item_id, 0) + 1
+        if self.down_for is None or self.sends[item_id] <= self.down_for:
+            self.queue.append([0, item_id, {"ok": False, "error": "connection refused", "unavailable": True}])
+        else:
+            super().submit(item_id, payload, kind)
+
+
+def drive(link, lock_steps: int = 12) -> list:
+    """Submit one item per lock-step through ``submit`` and collect; the attachments made."""
+    log = []
+    for lock_step in range(1, lock_steps + 1):
+        step_id = (0, 0, lock_step)
+        sent = link.submit(step_id, {"command": 4, "speed_mps": float(lock_step)}, np.zeros(2), lock_step)
+        link._due.append((lock_step, sent))
+        link.collect(lambda sid, a, b, ls=lock_step: log.append((ls, tuple(sid))) or True, lock_step, lock_step)
+    return log
+
+
+def test_a_repeatable_run_asks_a_briefly_down_advisor_again_and_stays_repeatable(monkeypatch):
+    monkeypatch.setattr("found_rl.train.labels.RETRY_PAUSE_S", 0.0)
+    steady = drive(AdvisorLink(ScriptedClient(0), want_actions=True, want_clip=False, lag_steps=2))
+    link = AdvisorLink(FlakyClient(1, down_for=2), want_actions=True, want_clip=False, lag_steps=2, down_wait_s=30)
+    assert drive(link) == steady
+    assert link.not_repeatable_from is None and link.stats.skipped == 0
+
+
+def test_a_repeatable_run_whose_advisor_stays_down_stops_naming_the_advisor_and_lock_step(monkeypatch):
+    from found_rl.errors import OutsideFailure
+
+    monkeypatch.setattr("found_rl.train.labels.RETRY_PAUSE_S", 0.0)
+    link = AdvisorLink(FlakyClient(0, down_for=None), want_actions=True, want_clip=False, lag_steps=2,
+                       down_wait_s=0.2, stop_when_down=True, advisor_name="the advisor at http://x")
+    with pytest.raises(OutsideFailure, match=r"http://x.*lock-step 1\b.*when_down"):
+        drive(link)
+
+
+def test_or_goes_on_marked_not_repeatable_from_that_lock_step(monkeypatch):
+    monkeypatch.setattr("found_rl.train.labels.RETRY_PAUSE_S", 0.0)
+    link = AdvisorLink(FlakyClient(0, down_for=None), want_actions=True, want_clip=False, lag_steps=2,
+                       down_wait_s=0.2, probe_interval_s=0.0)
+    assert drive(link) == []
+    assert link.not_repeatable_from == 1
+    assert link.state_dict()["not_repeatable_from"] == 1
+
+
+def test_a_stop_request_while_waiting_for_due_answers_loses_none_of_them():
+    from found_rl.train.stopping import Interrupted
+
+    class SlowClient(ScriptedClient):
+        def poll(self, wait_s=0.0):
+            return [] if wait_s else super().poll(wait_s)  # nothing arrives while the link waits
+
+    requests = {"stop": True}
+
+    def check_interrupt():
+        if requests.pop("stop", False):
+            raise Interrupted("SIGINT")
+
+    client = SlowClient(0)
+    link = AdvisorLink(client, want_actions=True, want_clip=False, lag_steps=0, check_interrupt=check_interrupt)
+    with pytest.raises(Interrupted):
+        drive(link, lock_steps=1)
+    client.poll = ScriptedClient.poll.__get__(client)  # answers flow again: the final checkpoint's wait
+    state = link.state_dict()
+    assert state["due"] == [[1, [item_id("a", (0, 0, 1))]]]
+    resumed = AdvisorLink(ScriptedClient(0), want_actions=True, want_clip=False, lag_steps=0)
+    resumed.load_state_dict(state)
+    attached = []
+    resumed.collect(lambda sid, a, b: attached.append(tuple(sid)) or True, 1, 1)
+    assert attached == [(0, 0, 1)]
+
+
+def test_a_busy_answer_is_counted_and_does_not_mark_the_advisor_down():
+    class BusyClient(ScriptedClient):
+        def submit(self, item_id, payload, kind="advise"):
+            self.queue.append([0, item_id, {"ok": False, "error": "429", "busy": True}])
+
+    link = AdvisorLink(BusyClient(0), want_actions=True, want_clip=False)
+    for step in range(5):
+        link.submit((0, 0, step), {"command": 4, "speed_mps": 1.0}, np.zeros(2), step)
+        link.collect(lambda *args: True, step)
+    link.collect(lambda *args: True, 5)
+    assert link.is_up and link.stats.busy == 5 and link.stats.skipped == 0
+
+
+def test_only_the_budgeted_observations_are_asked_about():
+    from fast_sampler import StepBatch  # noqa: F401  (the batch below has its fields)
+    from found_rl.train.label_budget import is_labelled
+
+    class Recorder(ScriptedClient):
+        def __init__(self):
+            super().__init__(0)
+            self.ids = []
+
+        def submit(self, item_id, payload, kind="advise"):
+            self.ids.append(item_id)
+
+    client = Recorder()
+    link = AdvisorLink(client, want_actions=True, want_clip=False, rate=0.3)
+    sampler = FastSampler(InProcessExecutor([CounterEnv, CounterEnv]), lambda obs: np.zeros((2, 2), np.float32),
+                          rho=1.0, horizon=1000, seed=0)
+    expected = []
+    with sampler:
+        for lock_step in range(1, 200):
+            batch = sampler.step()
+            link.submit_lockstep(batch, lock_step, lock_step)
+            for clip in np.flatnonzero(batch.valid):
+                if is_labelled(batch.clip_index[clip], batch.episode_index[clip], batch.step_index[clip], 0.3):
+                    expected.append(item_id("a", batch.step_id(int(clip))))
+    assert client.ids == expected and 0.2 < len(expected) / (2 * 199) < 0.4
