@@ -283,7 +283,10 @@ class LockstepSampler:
         self._needs_reset[:] = True
 
     def close(self) -> None:
-        """Close the executor, dropping a pending lock-step (workers still stepping get a short grace, then are killed)."""
+        """Close the executor, dropping a pending lock-step.
+
+        Workers still stepping get a few seconds to finish, then are killed; shared memory is freed.
+        """
         self._in_flight = None
         self.executor.close()
 
