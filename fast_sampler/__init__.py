@@ -17,6 +17,13 @@ Off-policy use (SAC)::
 
     for transition in sampler.transitions(1000):   # padding is never yielded
         replay.add(transition)                      # transition.step_id keys advisor labels
+
+Overlapping acting and learning (``step()`` is ``step_async()`` then ``step_wait()``)::
+
+    sampler.step_async()                            # resets, policy(o_t), actions sent to the workers
+    learner.update(replay.sample(256))              # runs while the workers step
+    for transition in sampler.step_wait().transitions():
+        replay.add(transition)
 """
 
 from __future__ import annotations

@@ -8,6 +8,17 @@ METHOD.md §4 for FAST's semantics:
 * an ended clip is continued virtually: not stepped, not reset, its rows are padding;
 * when the ended fraction reaches ρ, or an episode reaches the horizon T_max, the still-running
   clips are truncated (bootstrapped, not terminal) and all clips reset together.
+
+A lock-step can also be split so that the caller works while the envs step (a learner update
+between acting on o_t and receiving o_{t+1}, as EnvPool's send/recv allows)::
+
+    sampler.step_async()         # resets, the policy on the current obs, the actions sent
+    learner.update(...)          # runs while the clips step (in their process or Ray workers)
+    batch = sampler.step_wait()  # the results, the end rule, the lock-step's rows
+
+``step()`` is exactly ``step_async()`` then ``step_wait()``, so both forms give the same
+batches. Between the two, the sampler answers only :attr:`LockstepSampler.pending` and
+:meth:`LockstepSampler.close`: its state is defined between lock-steps.
 """
 
 from __future__ import annotations
@@ -15,13 +26,13 @@ from __future__ import annotations
 import collections
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fast_sampler.executors.base import EnvFactory, Executor
+from fast_sampler.executors.base import EnvFactory, Executor, StepResult
 from fast_sampler.executors.inprocess import InProcessExecutor
 from fast_sampler.rollout import Rollout, StepBatch, Transition
 from fast_sampler.rules import AdaptiveRho, ClipEndRule, check_horizon, check_rho
@@ -34,7 +45,14 @@ Policy = Callable[[Obs], Any]
 
 @dataclass
 class SamplerStats:
-    """Running counters of one sampler (for benchmarks and logging)."""
+    """Running counters of one sampler (for benchmarks and logging).
+
+    Seconds count only the time spent inside the sampler's calls (``step``, ``step_async``,
+    ``step_wait``): ``env_seconds`` is the part spent in the executor (resets, sending the
+    actions and waiting for the results), ``total_seconds`` the whole. With the split form the
+    caller's work between ``step_async`` and ``step_wait`` is in neither, so ``env_seconds``
+    then measures how long the caller was still blocked on the envs: what overlapping did not hide.
+    """
 
     lock_steps: int = 0
     rows: int = 0
@@ -51,6 +69,18 @@ class SamplerStats:
     @property
     def env_time_share(self) -> float:
         return self.env_seconds / self.total_seconds if self.total_seconds else 0.0
+
+
+@dataclass(frozen=True)
+class _InFlightStep:
+    """What :meth:`LockstepSampler.step_async` hands to :meth:`LockstepSampler.step_wait`."""
+
+    obs: Obs
+    obs_infos: tuple[dict[str, Any], ...]
+    actions: np.ndarray
+    extras: dict[str, np.ndarray]
+    stepping: np.ndarray  # the clips whose actions went to the executor
+    seconds: float  # spent inside step_async
 
 
 def _to_numpy(value: Any) -> np.ndarray:
@@ -123,14 +153,36 @@ class LockstepSampler:
         self._obs_infos: list[dict[str, Any]] = [{} for _ in range(self.num_clips)]
         self._round_started_at = 0.0
         self._round_valid = 0
-        self._pending: collections.deque[Transition] = collections.deque()
+        self._unyielded: collections.deque[Transition] = collections.deque()
+        self._in_flight: _InFlightStep | None = None
 
     # -- the lock-step ----------------------------------------------------------------------
 
     def step(self) -> StepBatch:
-        """Advance every clip by one lock-step and return the N rows it produced."""
+        """Advance every clip by one lock-step and return the N rows it produced.
+
+        The same as :meth:`step_async` followed at once by :meth:`step_wait`.
+
+        Raises:
+            RuntimeError: while a split step is pending.
+        """
+        self._check_no_step_pending("step")
+        self.step_async()
+        return self.step_wait()
+
+    def step_async(self) -> None:
+        """Start a lock-step: reset the clips that need it, act on the current observations and
+        send the actions; :meth:`step_wait` collects the lock-step.
+
+        Resets run to completion here (the policy needs their observations); the steps run in
+        the background with the process and Ray executors, so the caller can work (e.g. update
+        the learner) until it calls :meth:`step_wait`. The policy sees the observations now.
+
+        Raises:
+            RuntimeError: while another step is pending.
+        """
+        self._check_no_step_pending("step_async")
         started_at = time.perf_counter()
-        num_clips = self.num_clips
         if self._needs_reset.any():
             self._reset(np.flatnonzero(self._needs_reset), started_at)
         obs = self._layout.copy(self._obs)
@@ -138,54 +190,34 @@ class LockstepSampler:
         actions, extras = self._act(obs)
         stepping = np.flatnonzero(self._running)
         env_started_at = time.perf_counter()
-        results = self.executor.step({int(clip): actions[clip] for clip in stepping})
+        self.executor.step_async({int(clip): actions[clip] for clip in stepping})
         self.stats.env_seconds += time.perf_counter() - env_started_at
+        seconds = time.perf_counter() - started_at
+        self._in_flight = _InFlightStep(obs, obs_infos, actions, extras, stepping, seconds)
 
-        rewards = np.zeros(num_clips, np.float32)
-        terminated, truncated, valid, worker_died = (np.zeros(num_clips, bool) for _ in range(4))
-        ids = np.full((3, num_clips), -1, np.int64)
-        step_actions = np.zeros_like(actions)
-        infos: list[dict[str, Any]] = [{} for _ in range(num_clips)]
-        for clip in stepping:
-            result = results[int(clip)]
-            self._running[clip] = False  # until shown otherwise below
-            if result.worker_died:
-                worker_died[clip] = True  # the step is lost; the clip ended (truncated) at o_t
-                continue
-            valid[clip] = True
-            ids[:, clip] = (clip, self._episode_index[clip], self._step_index[clip])
-            self._step_index[clip] += 1
-            step_actions[clip] = actions[clip]
-            rewards[clip] = result.reward
-            terminated[clip] = result.terminated
-            truncated[clip] = result.truncated or (not result.terminated and self._step_index[clip] >= self.horizon)
-            infos[clip] = result.info  # untouched: the sampler's ids live in the id arrays
-            self._obs_infos[clip] = result.info
-            self._layout.set_row(self._obs, clip, result.obs)
-            self._running[clip] = not (terminated[clip] or truncated[clip])
-        self._apply_end_rule(truncated, valid)
+    def step_wait(self) -> StepBatch:
+        """Finish the lock-step started by :meth:`step_async` and return the N rows it produced.
 
-        self.stats.lock_steps += 1
-        self.stats.rows += num_clips
-        self.stats.valid_transitions += int(valid.sum())
-        self._round_valid += int(valid.sum())
-        self.stats.total_seconds += time.perf_counter() - started_at
-        return StepBatch(
-            obs=obs,
-            actions=step_actions,
-            rewards=rewards,
-            next_obs=self._layout.copy(self._obs),
-            terminated=terminated,
-            truncated=truncated,
-            valid=valid,
-            worker_died=worker_died,
-            clip_index=ids[0],
-            episode_index=ids[1],
-            step_index=ids[2],
-            extras=dict(extras),
-            infos=tuple(infos),
-            obs_infos=obs_infos,
-        )
+        Waits for the clips' results, then applies the end rule. The lock-step is no longer
+        pending afterwards, even when this raises.
+
+        Raises:
+            RuntimeError: when no step is pending.
+        """
+        if self._in_flight is None:
+            raise RuntimeError("step_wait: no step is pending; call step_async() first")
+        sent, self._in_flight = self._in_flight, None
+        started_at = time.perf_counter()
+        results = self.executor.step_wait()
+        self.stats.env_seconds += time.perf_counter() - started_at
+        batch = self._record(sent, results)
+        self.stats.total_seconds += sent.seconds + time.perf_counter() - started_at
+        return batch
+
+    @property
+    def pending(self) -> bool:
+        """True between :meth:`step_async` and :meth:`step_wait`: a lock-step is in flight."""
+        return self._in_flight is not None
 
     def collect(self, num_steps: int) -> Rollout:
         """``num_steps`` lock-steps stacked into a ``(num_steps, N)`` :class:`Rollout`.
@@ -206,20 +238,30 @@ class LockstepSampler:
         """
         yielded = 0
         while max_transitions is None or yielded < max_transitions:
-            if not self._pending:
-                self._pending.extend(self.step().transitions())
+            if not self._unyielded:
+                self._unyielded.extend(self.step().transitions())
                 continue
-            yield self._pending.popleft()
+            yield self._unyielded.popleft()
             yielded += 1
 
     @property
     def at_round_boundary(self) -> bool:
         """True when every clip resets before the next lock-step: no episode is in flight, so
-        the sampler's whole state is its counters (a safe point for an exact checkpoint)."""
+        the sampler's whole state is its counters (a safe point for an exact checkpoint).
+
+        Raises:
+            RuntimeError: while a lock-step is pending (it is decided by that step's results).
+        """
+        self._check_no_step_pending("at_round_boundary")
         return bool(self._needs_reset.all())
 
     def state_dict(self) -> dict[str, Any]:
-        """The per-clip episode counters (plain data), so step ids stay unique across a resume."""
+        """The per-clip episode counters (plain data), so step ids stay unique across a resume.
+
+        Raises:
+            RuntimeError: while a lock-step is pending (the counters are defined between lock-steps).
+        """
+        self._check_no_step_pending("state_dict")
         return {"episode_index": self._episode_index.tolist(), "rho": self.rho}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -227,7 +269,9 @@ class LockstepSampler:
 
         Raises:
             ValueError: when the state was saved with another number of clips.
+            RuntimeError: while a lock-step is pending (its results would land on the new counters).
         """
+        self._check_no_step_pending("load_state_dict")
         counters = np.asarray(state["episode_index"], np.int64)
         if counters.shape != (self.num_clips,):
             raise ValueError(
@@ -239,6 +283,11 @@ class LockstepSampler:
         self._needs_reset[:] = True
 
     def close(self) -> None:
+        """Close the executor, dropping a pending lock-step.
+
+        Workers still stepping get a few seconds to finish, then are killed; shared memory is freed.
+        """
+        self._in_flight = None
         self.executor.close()
 
     def __enter__(self) -> LockstepSampler:
@@ -266,6 +315,58 @@ class LockstepSampler:
                 )
             converted[key] = array
         return actions, converted
+
+    def _record(self, sent: _InFlightStep, results: Mapping[int, StepResult]) -> StepBatch:
+        """Turn the stepped clips' results into the lock-step's rows and apply the end rule."""
+        num_clips = self.num_clips
+        rewards = np.zeros(num_clips, np.float32)
+        terminated, truncated, valid, worker_died = (np.zeros(num_clips, bool) for _ in range(4))
+        ids = np.full((3, num_clips), -1, np.int64)
+        step_actions = np.zeros_like(sent.actions)
+        infos: list[dict[str, Any]] = [{} for _ in range(num_clips)]
+        for clip in sent.stepping:
+            result = results[int(clip)]
+            self._running[clip] = False  # until shown otherwise below
+            if result.worker_died:
+                worker_died[clip] = True  # the step is lost; the clip ended (truncated) at o_t
+                continue
+            valid[clip] = True
+            ids[:, clip] = (clip, self._episode_index[clip], self._step_index[clip])
+            self._step_index[clip] += 1
+            step_actions[clip] = sent.actions[clip]
+            rewards[clip] = result.reward
+            terminated[clip] = result.terminated
+            truncated[clip] = result.truncated or (not result.terminated and self._step_index[clip] >= self.horizon)
+            infos[clip] = result.info  # untouched: the sampler's ids live in the id arrays
+            self._obs_infos[clip] = result.info
+            self._layout.set_row(self._obs, clip, result.obs)
+            self._running[clip] = not (terminated[clip] or truncated[clip])
+        self._apply_end_rule(truncated, valid)
+
+        self.stats.lock_steps += 1
+        self.stats.rows += num_clips
+        self.stats.valid_transitions += int(valid.sum())
+        self._round_valid += int(valid.sum())
+        return StepBatch(
+            obs=sent.obs,
+            actions=step_actions,
+            rewards=rewards,
+            next_obs=self._layout.copy(self._obs),
+            terminated=terminated,
+            truncated=truncated,
+            valid=valid,
+            worker_died=worker_died,
+            clip_index=ids[0],
+            episode_index=ids[1],
+            step_index=ids[2],
+            extras=dict(sent.extras),
+            infos=tuple(infos),
+            obs_infos=sent.obs_infos,
+        )
+
+    def _check_no_step_pending(self, call: str) -> None:
+        if self._in_flight is not None:
+            raise RuntimeError(f"{call}: a lock-step is pending; call step_wait() to finish it first")
 
     def _reset(self, clips: np.ndarray, now: float) -> None:
         if self.end_rule is not ClipEndRule.RESET_CLIP and len(clips) == self.num_clips:

@@ -3,12 +3,18 @@
 A sampler decides *what* to do (which clips step, which reset); an executor decides *where*:
 in this process, in one worker process per clip, or in one Ray actor per clip. Every executor
 runs a batch of commands in parallel as far as it can and returns when all have answered.
+
+A step can also be split in two, so the caller works while the envs step (EnvPool's send and
+recv): :meth:`Executor.step_async` hands the actions over and :meth:`Executor.step_wait`
+collects the results; :meth:`Executor.step` is the two back to back. At most one step is in
+flight, and nothing else may be asked of the executor until it is collected.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -48,6 +54,11 @@ def died_result(message: str) -> StepResult:
 class Executor(abc.ABC):
     """N clip environments behind one interface.
 
+    Subclasses implement :meth:`_reset` and :meth:`_finish_step`, and :meth:`_start_step` when
+    they can step in the background; the public methods add the checks that keep at most one
+    step in flight. The default :meth:`_start_step` only keeps the actions, so an executor that
+    cannot overlap does all its work in :meth:`step_wait`.
+
     Attributes:
         num_clips: N, the number of clip slots (0 … N − 1).
         observation_space: shared by all clips (checked at start-up).
@@ -59,23 +70,100 @@ class Executor(abc.ABC):
     observation_space: gym.Space
     action_space: gym.Space
     worker_restarts: int = 0
+    _in_flight: _InFlight | None = None
 
-    @abc.abstractmethod
+    @property
+    def pending(self) -> bool:
+        """True between :meth:`step_async` and :meth:`step_wait`: a step is in flight."""
+        return self._in_flight is not None
+
     def reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
-        """Reset the given clips (keys) with the given seeds, in parallel."""
+        """Reset the given clips (keys) with the given seeds, in parallel.
 
-    @abc.abstractmethod
+        Raises:
+            RuntimeError: while a step is pending (its results would be lost).
+        """
+        self._check_no_step_pending("reset")
+        return self._reset(seeds)
+
     def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
-        """Step the given clips (keys) with their actions, in parallel."""
+        """Step the given clips (keys) with their actions, in parallel: :meth:`step_async` then :meth:`step_wait`.
 
-    def close(self) -> None:  # noqa: B027 (optional hook: in-memory executors have nothing to release)
-        """Release the environments and workers; safe to call twice."""
+        Raises:
+            RuntimeError: while a step is pending.
+        """
+        self._check_no_step_pending("step")
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Mapping[int, Any]) -> None:
+        """Start stepping the given clips (keys) with their actions; :meth:`step_wait` collects the results.
+
+        Executors with workers send the commands and return at once, so the caller can work
+        while the envs step; others only keep the actions until :meth:`step_wait`.
+
+        Raises:
+            RuntimeError: while another step is pending.
+        """
+        self._check_no_step_pending("step_async")
+        self._in_flight = _InFlight(self._start_step(dict(actions)))
+
+    def step_wait(self) -> dict[int, StepResult]:
+        """Wait for the step started by :meth:`step_async` and return its results, keyed by clip.
+
+        Lost steps, worker restarts and timeouts are reported as by :meth:`step`; the step is
+        no longer pending afterwards, even when this raises.
+
+        Raises:
+            RuntimeError: when no step is pending.
+        """
+        if self._in_flight is None:
+            raise RuntimeError("step_wait: no step is pending; call step_async(actions) first")
+        in_flight, self._in_flight = self._in_flight, None
+        return self._finish_step(in_flight.started)
+
+    def close(self) -> None:
+        """Release the environments and workers, dropping a pending step; safe to call twice."""
+        self._in_flight = None
+        self._close()
 
     def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    # -- what subclasses implement ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
+        """Reset the given clips with the given seeds, in parallel (no step is pending)."""
+
+    def _start_step(self, actions: dict[int, Any]) -> Any:
+        """Start a step and return what :meth:`_finish_step` needs to finish it.
+
+        The default starts nothing and returns the actions: executors that cannot overlap
+        stepping with the caller's work step in :meth:`_finish_step`.
+        """
+        return actions
+
+    @abc.abstractmethod
+    def _finish_step(self, started: Any) -> dict[int, StepResult]:
+        """Finish the step that :meth:`_start_step` returned ``started`` for; return its results."""
+
+    def _close(self) -> None:  # noqa: B027 (optional hook: in-memory executors have nothing to release)
+        """Release the environments and workers; called by :meth:`close`, perhaps twice."""
+
+    def _check_no_step_pending(self, call: str) -> None:
+        if self._in_flight is not None:
+            raise RuntimeError(f"{call}: a step is pending; call step_wait() to collect it first")
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """The step between :meth:`Executor.step_async` and :meth:`Executor.step_wait`."""
+
+    started: Any
 
 
 def check_same_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Space, gym.Space]:

@@ -42,7 +42,8 @@ def _naming_clip(clip: int, command: str) -> Iterator[None]:
 class InProcessExecutor(Executor):
     """Runs every clip in the calling process; no parallelism, no transport cost.
 
-    The right choice for cheap envs, for tests and for debugging.
+    The right choice for cheap envs, for tests and for debugging. Stepping cannot overlap the
+    caller's work here: :meth:`step_async` only keeps the actions and :meth:`step_wait` steps.
     """
 
     def __init__(self, env_fns: Sequence[EnvFactory]) -> None:
@@ -58,7 +59,7 @@ class InProcessExecutor(Executor):
             raise
         self.num_clips = len(self._envs)
 
-    def reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
+    def _reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
         results = {}
         for clip, seed in seeds.items():
             with _naming_clip(clip, "reset"):
@@ -66,7 +67,7 @@ class InProcessExecutor(Executor):
             results[clip] = ResetResult(obs, dict(info))
         return results
 
-    def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
+    def _finish_step(self, actions: dict[int, Any]) -> dict[int, StepResult]:
         results = {}
         for clip, action in actions.items():
             with _naming_clip(clip, "step"):
@@ -78,7 +79,7 @@ class InProcessExecutor(Executor):
             results[clip] = StepResult(obs, float(reward), bool(terminated), bool(truncated), dict(info))
         return results
 
-    def close(self) -> None:
+    def _close(self) -> None:
         envs, self._envs = self._envs, []
         for env in envs:
             env.close()

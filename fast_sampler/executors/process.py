@@ -1,10 +1,11 @@
 """Subprocess executor: one env per worker process, observations through shared memory.
 
 Commands go out to every addressed worker before any answer is awaited, so env latencies
-overlap. A worker that dies (segfault, OOM kill, ``os.kill``) is detected through its process
+overlap; :meth:`ProcessExecutor.step_async` returns right after sending, so the caller's own
+work overlaps them too. A worker that dies (segfault, OOM kill, ``os.kill``) is detected through its process
 sentinel, replaced by a fresh worker, and reported to the sampler as a lost, truncated step.
-A worker that does not answer within ``timeout_s`` is killed and raises
-:class:`WorkerTimeoutError` naming its clip.
+A worker that does not answer within ``timeout_s`` of the command's sending is killed and
+raises :class:`WorkerTimeoutError` naming its clip.
 """
 
 from __future__ import annotations
@@ -45,6 +46,16 @@ class _Worker:
     conn: Connection
 
 
+@dataclass
+class _Sent:
+    """Commands sent to workers whose answers are still to be gathered."""
+
+    command: str
+    awaited: set[int]  # clips whose answer is in the pipe or on its way
+    answers: dict[int, tuple[str, Any]]  # known at sending: ("died", reason) for a closed pipe
+    deadline: float  # time.monotonic() by which every awaited answer must have come
+
+
 def default_context() -> BaseContext:
     """fork where available (POSIX): workers start in well under a second and factories need not
     be importable; spawn elsewhere. Pass ``start_method="forkserver"`` or ``"spawn"`` when the
@@ -59,7 +70,8 @@ class ProcessExecutor(Executor):
 
     Args:
         env_fns: one factory per clip; pickled with cloudpickle, so lambdas and closures work.
-        timeout_s: longest wait for any command (env construction, reset, step), per call.
+        timeout_s: longest wait for any command (env construction, reset, step), per call,
+            counted from the sending (so from :meth:`step_async` for a split step).
         start_method: a ``multiprocessing`` start method; default fork (spawn where there is no fork).
         max_restarts: dead workers replaced over the executor's life before giving up.
     """
@@ -112,7 +124,7 @@ class ProcessExecutor(Executor):
         """Name of the shared-memory block holding the clips' observations (None once closed)."""
         return self._shm.name if self._shm is not None else None
 
-    def reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
+    def _reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
         results: dict[int, ResetResult] = {}
         pending = dict(seeds)
         while pending:
@@ -125,10 +137,12 @@ class ProcessExecutor(Executor):
                     self._restart(clip)
         return results
 
-    def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
+    def _start_step(self, actions: dict[int, Any]) -> _Sent:
+        return self._send({clip: ("step", action) for clip, action in actions.items()})
+
+    def _finish_step(self, sent: _Sent) -> dict[int, StepResult]:
         results: dict[int, StepResult] = {}
-        answers = self._call({clip: ("step", action) for clip, action in actions.items()})
-        for clip, (status, payload) in answers.items():
+        for clip, (status, payload) in self._gather(sent).items():
             if status == "ok":
                 reward, terminated, truncated, info = payload
                 results[clip] = StepResult(self._read_obs(clip), reward, terminated, truncated, info)
@@ -140,7 +154,8 @@ class ProcessExecutor(Executor):
                 results[clip] = died_result(message)
         return results
 
-    def close(self) -> None:
+    def _close(self) -> None:
+        # A worker still stepping answers that step first, then the close; neither is awaited.
         workers, self._workers = self._workers, [None] * self.num_clips
         for worker in workers:
             if worker is not None and worker.process.is_alive():
@@ -170,7 +185,7 @@ class ProcessExecutor(Executor):
         return _Worker(process, parent_conn)
 
     def _await_ready(self, clip: int) -> Any:
-        status, payload = self._receive({clip}, "start-up")[clip]
+        status, payload = self._receive({clip}, "start-up", time.monotonic() + self.timeout_s)[clip]
         if status == "ready":
             return payload
         if status == "error":
@@ -210,6 +225,11 @@ class ProcessExecutor(Executor):
         self, commands: Mapping[int, tuple[str, Any]], allow_death: bool = True
     ) -> dict[int, tuple[str, Any]]:
         """Send every command, then gather every answer: ("ok", payload) or ("died", reason)."""
+        return self._gather(self._send(commands), allow_death)
+
+    def _send(self, commands: Mapping[int, tuple[str, Any]]) -> _Sent:
+        """Send every command without awaiting any answer; the timeout counts from here."""
+        deadline = time.monotonic() + self.timeout_s
         answers: dict[int, tuple[str, Any]] = {}
         for clip, message in commands.items():
             try:
@@ -217,18 +237,21 @@ class ProcessExecutor(Executor):
             except OSError as exc:
                 answers[clip] = ("died", f"pipe closed: {exc}")
         name = next(iter(commands.values()))[0] if commands else ""
-        answers.update(self._receive(set(commands) - set(answers), name))
+        return _Sent(name, set(commands) - set(answers), answers, deadline)
+
+    def _gather(self, sent: _Sent, allow_death: bool = True) -> dict[int, tuple[str, Any]]:
+        """Await the answers to commands sent by :meth:`_send`; raise for errors (and deaths, if not allowed)."""
+        answers = {**sent.answers, **self._receive(sent.awaited, sent.command, sent.deadline)}
         for clip, (status, payload) in answers.items():
-            if status == "error" or (status == "lost" and name != "step"):
-                raise ClipError(clip, f"{name} raised {payload}")
+            if status == "error" or (status == "lost" and sent.command != "step"):
+                raise ClipError(clip, f"{sent.command} raised {payload}")
             if status == "died" and not allow_death:
-                raise WorkerCrashedError(clip, f"worker died during {name} ({payload})")
+                raise WorkerCrashedError(clip, f"worker died during {sent.command} ({payload})")
         return answers
 
-    def _receive(self, clips: set[int], command: str) -> dict[int, tuple[str, Any]]:
+    def _receive(self, clips: set[int], command: str, deadline: float) -> dict[int, tuple[str, Any]]:
         answers: dict[int, tuple[str, Any]] = {}
         pending = set(clips)
-        deadline = time.monotonic() + self.timeout_s
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -3,7 +3,8 @@
 Needs the optional extra ``ray``. Call ``ray.init(...)`` first to choose the cluster; otherwise
 Ray starts a local one on first use. Observations come back through Ray's object store. An actor
 that dies is replaced and its step is reported as lost and truncated, as in
-:class:`~fast_sampler.executors.process.ProcessExecutor`.
+:class:`~fast_sampler.executors.process.ProcessExecutor`. :meth:`RayExecutor.step_async`
+launches the remote steps and returns; :meth:`RayExecutor.step_wait` gathers them.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class RayExecutor(Executor):
 
     Args:
         env_fns: one factory per clip (serialised by Ray, so lambdas work).
-        timeout_s: longest wait for any command, per call.
+        timeout_s: longest wait for any command, per call, counted from its launch (so from
+            :meth:`step_async` for a split step).
         num_cpus_per_clip: CPUs Ray reserves for each actor (fractions allowed).
         num_gpus_per_clip: GPUs Ray reserves for each actor (fractions allowed); Ray places
             the actor on a node with that much free GPU and sets its ``CUDA_VISIBLE_DEVICES``,
@@ -98,7 +100,7 @@ class RayExecutor(Executor):
         try:
             self._actors = [self._actor_class.remote(env_fn) for env_fn in self._env_fns]
             builds = {clip: actor.build.remote() for clip, actor in enumerate(self._actors)}
-            answers = self._gather(builds, "start-up")
+            answers = self._gather(builds, "start-up", self._deadline())
             for clip, (status, payload) in answers.items():
                 if status != "ok":
                     raise EnvFactoryError(clip, f"env factory failed in its Ray actor: {payload}")
@@ -112,12 +114,12 @@ class RayExecutor(Executor):
         """PID of the actor process running ``clip`` (on its node)."""
         return self._ray.get(self._actors[clip].pid.remote(), timeout=self.timeout_s)
 
-    def reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
+    def _reset(self, seeds: Mapping[int, int | None]) -> dict[int, ResetResult]:
         results: dict[int, ResetResult] = {}
         pending = dict(seeds)
         while pending:
             refs = {clip: self._actors[clip].reset.remote(seed) for clip, seed in pending.items()}
-            for clip, (status, payload) in self._gather(refs, "reset").items():
+            for clip, (status, payload) in self._gather(refs, "reset", self._deadline()).items():
                 if status == "ok":
                     results[clip] = ResetResult(*payload)
                     del pending[clip]
@@ -127,10 +129,15 @@ class RayExecutor(Executor):
                     raise ClipError(clip, f"reset raised in its Ray actor: {payload}")
         return results
 
-    def step(self, actions: Mapping[int, Any]) -> dict[int, StepResult]:
-        refs = {clip: self._actors[clip].step.remote(action) for clip, action in actions.items()}
+    def _start_step(self, actions: dict[int, Any]) -> tuple[dict[int, Any], float]:
+        """Launch the remote steps (Ray returns their references at once) and note the deadline."""
+        deadline = self._deadline()
+        return {clip: self._actors[clip].step.remote(action) for clip, action in actions.items()}, deadline
+
+    def _finish_step(self, started: tuple[dict[int, Any], float]) -> dict[int, StepResult]:
+        refs, deadline = started
         results: dict[int, StepResult] = {}
-        for clip, (status, payload) in self._gather(refs, "step").items():
+        for clip, (status, payload) in self._gather(refs, "step", deadline).items():
             if status == "ok":
                 results[clip] = StepResult(*payload)
             elif status == "died":
@@ -142,7 +149,8 @@ class RayExecutor(Executor):
                 raise ClipError(clip, f"step raised in its Ray actor: {payload}")
         return results
 
-    def close(self) -> None:
+    def _close(self) -> None:
+        # An actor still stepping finishes that step, then closes (Ray runs its calls in order).
         actors, self._actors = self._actors, [None] * self.num_clips
         live = [actor for actor in actors if actor is not None]
         closing = [actor.close.remote() for actor in live]
@@ -151,10 +159,13 @@ class RayExecutor(Executor):
         for actor in live:
             self._ray.kill(actor)
 
-    def _gather(self, refs: Mapping[int, Any], command: str) -> dict[int, tuple[str, Any]]:
-        """Wait for every reference: ("ok", value), ("died", reason) or ("error", reason)."""
+    def _deadline(self) -> float:
+        """When a command launched now must have answered, on ``time.monotonic()``'s clock."""
+        return time.monotonic() + self.timeout_s
+
+    def _gather(self, refs: Mapping[int, Any], command: str, deadline: float) -> dict[int, tuple[str, Any]]:
+        """Wait until ``deadline`` for every reference: ("ok", value), ("died", reason) or ("error", reason)."""
         ray = self._ray
-        deadline = time.monotonic() + self.timeout_s
         answers: dict[int, tuple[str, Any]] = {}
         for clip, ref in refs.items():
             try:
@@ -183,6 +194,7 @@ class RayExecutor(Executor):
         if old is not None:
             self._ray.kill(old)
         self._actors[clip] = self._actor_class.remote(self._env_fns[clip])
-        status, payload = self._gather({clip: self._actors[clip].build.remote()}, "start-up")[clip]
+        build = {clip: self._actors[clip].build.remote()}
+        status, payload = self._gather(build, "start-up", self._deadline())[clip]
         if status != "ok":
             raise EnvFactoryError(clip, f"env factory failed in its restarted Ray actor: {payload}")

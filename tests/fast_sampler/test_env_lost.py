@@ -37,14 +37,14 @@ EXECUTORS = {
 
 
 @pytest.mark.parametrize("kind", sorted(EXECUTORS))
-def test_lost_step_is_truncated_and_the_clip_resumes_in_the_same_worker(kind):
+def test_lost_step_is_truncated_and_the_clip_resumes_in_the_same_worker(kind, stepping):
     executor = EXECUTORS[kind]([functools.partial(LosesItsSimulator, (3,)), LosesItsSimulator])
     pid = executor.worker_pid(0) if kind == "process" else None
     executor.reset({0: 0, 1: 1})
     action = np.zeros(2, np.float32)
     for _ in range(2):
-        assert not any(r.worker_died for r in executor.step({0: action, 1: action}).values())
-    results = executor.step({0: action, 1: action})
+        assert not any(r.worker_died for r in stepping.step_executor(executor, {0: action, 1: action}).values())
+    results = stepping.step_executor(executor, {0: action, 1: action})
     lost = results[0]
     assert lost.worker_died and lost.truncated and lost.obs is None
     assert "CARLA server hung; restarted it" in lost.info["worker_died"]
@@ -53,7 +53,7 @@ def test_lost_step_is_truncated_and_the_clip_resumes_in_the_same_worker(kind):
     if kind == "process":
         assert executor.worker_pid(0) == pid
     executor.reset({0: 5})
-    assert not executor.step({0: action})[0].worker_died
+    assert not stepping.step_executor(executor, {0: action})[0].worker_died
     executor.close()
 
 
@@ -65,10 +65,10 @@ def test_a_lost_reset_is_an_error_naming_the_clip(kind):
     executor.close()
 
 
-def test_the_sampler_marks_the_lost_row_and_resets_the_clip():
+def test_the_sampler_marks_the_lost_row_and_resets_the_clip(stepping):
     executor = InProcessExecutor([functools.partial(LosesItsSimulator, (4,))])
     with PerClipResetSampler(executor, lambda obs: np.zeros((1, 2), np.float32), seed=0) as sampler:
-        rollout = sampler.collect(8)
+        rollout = stepping.collect(sampler, 8)
     assert rollout.worker_died[:, 0].tolist() == [False, False, False, True, False, False, False, False]
     assert not rollout.valid[3, 0]
     assert rollout.episode_index[4, 0] == rollout.episode_index[2, 0] + 1  # a fresh episode after the loss

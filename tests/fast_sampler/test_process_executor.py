@@ -45,17 +45,17 @@ def assert_same_rows(first: Rollout, second: Rollout, clip: int, rows: slice = s
         np.testing.assert_array_equal(getattr(first, name)[rows, clip], getattr(second, name)[rows, clip], err_msg=name)
 
 
-def test_process_executor_gives_the_same_rollout_as_in_process() -> None:
+def test_process_executor_gives_the_same_rollout_as_in_process(stepping) -> None:
     with FastSampler(InProcessExecutor(dict_env_fns(3)), state_policy, rho=0.5, seed=7) as sampler:
         expected = sampler.collect(25)
     with FastSampler(ProcessExecutor(dict_env_fns(3), timeout_s=30), state_policy, rho=0.5, seed=7) as sampler:
-        got = sampler.collect(25)
+        got = stepping.collect(sampler, 25)
     for clip in range(3):
         assert_same_rows(expected, got, clip)
     np.testing.assert_array_equal(expected.truncated, got.truncated)
 
 
-def test_killed_worker_is_restarted_and_its_clip_truncated_without_corrupting_data() -> None:
+def test_killed_worker_is_restarted_and_its_clip_truncated_without_corrupting_data(stepping) -> None:
     crash_at, num_steps = 5, 20  # clip 1 is mid-episode at lock-step 5 (its first episode lasts 7)
     lengths = [[3, 5], [7, 5], [4]]
     with PerClipResetSampler(InProcessExecutor(dict_env_fns(3, lengths)), state_policy, seed=3) as sampler:
@@ -63,10 +63,10 @@ def test_killed_worker_is_restarted_and_its_clip_truncated_without_corrupting_da
 
     executor = ProcessExecutor(dict_env_fns(3, lengths), timeout_s=30)
     with PerClipResetSampler(executor, state_policy, seed=3) as sampler:
-        steps = [sampler.step() for _ in range(crash_at)]
+        steps = [stepping.step(sampler) for _ in range(crash_at)]
         killed_pid = executor.worker_pid(1)
         os.kill(killed_pid, signal.SIGKILL)
-        steps += [sampler.step() for _ in range(num_steps - crash_at)]
+        steps += [stepping.step(sampler) for _ in range(num_steps - crash_at)]
         restarted_pid = executor.worker_pid(1)
     rollout = Rollout.from_steps(steps)
 
@@ -85,17 +85,17 @@ def test_killed_worker_is_restarted_and_its_clip_truncated_without_corrupting_da
     assert_same_rows(reference, rollout, 1, slice(0, crash_at))
 
 
-def test_killed_worker_under_fast_counts_as_an_ended_clip() -> None:
+def test_killed_worker_under_fast_counts_as_an_ended_clip(stepping) -> None:
     fns = [functools.partial(CarlaLikeEnv, episode_lengths=[10]) for _ in range(4)]
     executor = ProcessExecutor(fns, timeout_s=30)
     with FastSampler(executor, lambda obs: np.zeros((4, 2)), rho=0.5, seed=0) as sampler:
-        sampler.step()
+        stepping.step(sampler)
         os.kill(executor.worker_pid(2), signal.SIGKILL)
-        died = sampler.step()
+        died = stepping.step(sampler)
         assert died.worker_died.tolist() == [False, False, True, False] and not died.valid[2]
-        padded = sampler.step()  # clip 2 is continued virtually until the global reset
+        padded = stepping.step(sampler)  # clip 2 is continued virtually until the global reset
         assert padded.valid.tolist() == [True, True, False, True]
-        rest = sampler.collect(8)  # lock-steps 3 … 10
+        rest = stepping.collect(sampler, 8)  # lock-steps 3 … 10
     # Lock-step 9 (row 6): clips 0, 1, 3 end their 10-step episodes, 4 of 4 ended -> reset.
     assert rest.terminated[6].tolist() == [True, True, False, True]
     assert not rest.valid[:7, 2].any() and rest.valid[7].all()
@@ -115,7 +115,7 @@ def test_worker_killed_between_episodes_is_replaced_transparently_at_reset() -> 
         executor.close()
 
 
-def test_hung_worker_raises_a_timeout_naming_its_clip() -> None:
+def test_hung_worker_raises_a_timeout_naming_its_clip(stepping) -> None:
     fns = [
         functools.partial(CarlaLikeEnv),
         functools.partial(CarlaLikeEnv, step_latency_s=60.0, reset_steps=(0.0, 0.0)),
@@ -124,7 +124,7 @@ def test_hung_worker_raises_a_timeout_naming_its_clip() -> None:
     try:
         executor.reset({0: 0, 1: 1})
         with pytest.raises(WorkerTimeoutError, match=r"clip 1: .*'step' within 0.5 s") as info:
-            executor.step({0: np.zeros(2), 1: np.zeros(2)})
+            stepping.step_executor(executor, {0: np.zeros(2), 1: np.zeros(2)})
         assert info.value.clip == 1
     finally:
         executor.close()

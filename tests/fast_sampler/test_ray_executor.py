@@ -33,24 +33,33 @@ def policy(obs: dict[str, np.ndarray]) -> np.ndarray:
     return np.tanh(obs["state"][:, :2])
 
 
-def test_ray_executor_matches_in_process_and_recovers_from_a_killed_actor(local_ray: None) -> None:
+def test_ray_executor_matches_in_process_and_recovers_from_a_killed_actor(local_ray: None, stepping) -> None:
     with FastSampler(InProcessExecutor(env_fns()), policy, rho=0.5, seed=2) as sampler:
         expected = sampler.collect(8)
     executor = RayExecutor(env_fns(), num_cpus_per_clip=0.5, timeout_s=60)
     with FastSampler(executor, policy, rho=0.5, seed=2) as sampler:
-        got = sampler.collect(8)
+        got = stepping.collect(sampler, 8)
         for key in expected.obs:
             np.testing.assert_array_equal(expected.obs[key], got.obs[key])
         for name in ("rewards", "valid", "terminated", "truncated", "episode_index", "step_index"):
             np.testing.assert_array_equal(getattr(expected, name), getattr(got, name), err_msg=name)
 
         # Lock-step 8 starts a new round (all clips running); kill clip 1's actor process.
-        sampler.step()
+        stepping.step(sampler)
         os.kill(executor.worker_pid(1), signal.SIGKILL)
-        died = sampler.step()
+        died = stepping.step(sampler)
         assert died.worker_died.tolist() == [False, True, False] and not died.valid[1]
         assert executor.worker_restarts == 1
-        assert sampler.step().valid[[0, 2]].any()  # sampling goes on
+        assert stepping.step(sampler).valid[[0, 2]].any()  # sampling goes on
+
+
+def test_ray_both_forms_give_identical_step_batches(local_ray: None, step_forms, assert_same_batches) -> None:
+    runs = []
+    for form in step_forms:
+        executor = RayExecutor(env_fns(), num_cpus_per_clip=0.5, timeout_s=60)
+        with FastSampler(executor, policy, rho=0.5, seed=2) as sampler:
+            runs.append([form.step(sampler) for _ in range(12)])
+    assert_same_batches(*runs)
 
 
 def test_ray_env_factory_that_raises_names_its_clip(local_ray: None) -> None:

@@ -40,11 +40,11 @@ def as_grid(flags: np.ndarray) -> list[str]:
     return ["".join(str(int(v)) for v in column) for column in flags.T]
 
 
-def test_fast_pads_ended_clips_and_truncates_the_rest_at_rho() -> None:
+def test_fast_pads_ended_clips_and_truncates_the_rest_at_rho(stepping) -> None:
     # Lengths 2, 3, 5, 8 and rho = 0.5: clip 0 ends at lock-step 1, clip 1 at lock-step 2, which
     # makes 2 of 4 ended, so clips 2 and 3 are truncated at lock-step 2 and everyone resets.
     with FastSampler(env_fns([[2], [3], [5], [8]]), zero_policy, rho=0.5, seed=0) as sampler:
-        rollout = sampler.collect(6)
+        rollout = stepping.collect(sampler, 6)
     assert as_grid(rollout.valid) == ["110110", "111111", "111111", "111111"]
     assert as_grid(rollout.terminated) == ["010010", "001001", "000000", "000000"]
     assert as_grid(rollout.truncated) == ["000000", "000000", "001001", "001001"]
@@ -58,12 +58,14 @@ def test_fast_pads_ended_clips_and_truncates_the_rest_at_rho() -> None:
     [(0.3, 1), (1 / 3, 1), (0.34, 3), (0.5, 3), (0.67, None), (1.0, None)],
     ids=["0.3", "1/3", "0.34", "0.5", "0.67", "1.0"],
 )
-def test_global_truncation_fires_when_the_ended_fraction_first_reaches_rho(rho: float, cut_at: int | None) -> None:
+def test_global_truncation_fires_when_the_ended_fraction_first_reaches_rho(
+    rho: float, cut_at: int | None, stepping
+) -> None:
     # N = 3, lengths 2, 4, 6: clip 0 ends at lock-step 1 (1/3 ended), clip 1 at lock-step 3
     # (2/3), clip 2 at lock-step 5 (3/3). METHOD §4: the cut comes when ended / N >= rho, so
     # rho = 0.5 needs 2 ended clips (not floor(1.5) = 1) and rho = 0.34 needs 2 as well.
     with FastSampler(env_fns([[2], [4], [6]]), zero_policy, rho=rho, seed=0) as sampler:
-        rollout = sampler.collect(6)
+        rollout = stepping.collect(sampler, 6)
     if cut_at == 1:  # clip 0 ending is enough: every 2-step round cuts clips 1 and 2
         assert rollout.valid.all()
         assert as_grid(rollout.terminated) == ["010101", "000000", "000000"]
@@ -79,18 +81,18 @@ def test_global_truncation_fires_when_the_ended_fraction_first_reaches_rho(rho: 
     assert sampler.stats.global_resets == (3 if cut_at == 1 else 1)
 
 
-def test_an_episode_that_terminates_on_its_horizon_step_is_terminal_not_truncated() -> None:
+def test_an_episode_that_terminates_on_its_horizon_step_is_terminal_not_truncated(stepping) -> None:
     # Clip 0's episode terminates at its 3rd step, exactly when the horizon T_max = 3 is hit:
     # it really ended, so it must not be bootstrapped. Clip 1 is cut by the horizon.
     with FastSampler(env_fns([[3], [9]]), zero_policy, rho=0.5, horizon=3, seed=0) as sampler:
-        rollout = sampler.collect(3)
+        rollout = stepping.collect(sampler, 3)
     assert as_grid(rollout.terminated) == ["001", "000"]
     assert as_grid(rollout.truncated) == ["000", "001"]
 
 
-def test_padding_rows_hold_the_last_observation_with_zero_reward_action_and_ids() -> None:
+def test_padding_rows_hold_the_last_observation_with_zero_reward_action_and_ids(stepping) -> None:
     with FastSampler(env_fns([[2], [4]]), value_policy, rho=1.0, seed=3) as sampler:
-        rollout = sampler.collect(4)
+        rollout = stepping.collect(sampler, 4)
     padding = ~rollout.valid
     assert as_grid(padding) == ["0011", "0000"]
     last_obs = rollout.next_obs[1, 0]
@@ -115,9 +117,9 @@ def test_padding_rows_hold_the_last_observation_with_zero_reward_action_and_ids(
     ],
     ids=["fast", "fast-horizon", "per-clip", "global"],
 )
-def test_step_ids_are_unique_consecutive_and_follow_the_observations(make) -> None:
+def test_step_ids_are_unique_consecutive_and_follow_the_observations(make, stepping) -> None:
     with make(env_fns([[3, 9], [4], [2, 6, 11], [5, 1]])) as sampler:
-        rollout = sampler.collect(40)
+        rollout = stepping.collect(sampler, 40)
     horizon, num_clips = rollout.valid.shape
     seen: set[StepId] = set()
     for clip in range(num_clips):
@@ -141,16 +143,16 @@ def test_step_ids_are_unique_consecutive_and_follow_the_observations(make) -> No
     assert len(seen) == rollout.num_valid
 
 
-def test_horizon_truncates_every_running_clip_without_terminating_it() -> None:
+def test_horizon_truncates_every_running_clip_without_terminating_it(stepping) -> None:
     with FastSampler(env_fns([[50], [60]]), zero_policy, rho=0.5, horizon=3, seed=0) as sampler:
-        rollout = sampler.collect(6)
+        rollout = stepping.collect(sampler, 6)
     assert as_grid(rollout.truncated) == ["001001", "001001"]
     assert not rollout.terminated.any() and rollout.valid.all()
 
 
-def test_per_clip_reset_never_pads_and_resets_only_the_ended_clip() -> None:
+def test_per_clip_reset_never_pads_and_resets_only_the_ended_clip(stepping) -> None:
     with PerClipResetSampler(env_fns([[2], [3]]), zero_policy, seed=0) as sampler:
-        rollout = sampler.collect(6)
+        rollout = stepping.collect(sampler, 6)
     assert rollout.valid.all()
     assert as_grid(rollout.terminated) == ["010101", "001001"]
     assert not rollout.truncated.any()
@@ -158,26 +160,26 @@ def test_per_clip_reset_never_pads_and_resets_only_the_ended_clip() -> None:
     assert rollout.episode_index[:, 1].tolist() == [0, 0, 0, 1, 1, 1]
 
 
-def test_global_reset_truncates_all_others_when_any_clip_ends() -> None:
+def test_global_reset_truncates_all_others_when_any_clip_ends(stepping) -> None:
     with GlobalResetSampler(env_fns([[2], [5], [7]]), zero_policy, seed=0) as sampler:
-        rollout = sampler.collect(4)
+        rollout = stepping.collect(sampler, 4)
     assert rollout.valid.all()
     assert as_grid(rollout.terminated) == ["0101", "0000", "0000"]
     assert as_grid(rollout.truncated) == ["0000", "0101", "0101"]
     assert rollout.step_index[:, 2].tolist() == [0, 1, 0, 1]
 
 
-def test_single_clip_resets_on_done() -> None:
+def test_single_clip_resets_on_done(stepping) -> None:
     with SingleClipSampler(functools.partial(CarlaLikeEnv, episode_lengths=[2, 1]), zero_policy, seed=0) as sampler:
-        rollout = sampler.collect(5)
+        rollout = stepping.collect(sampler, 5)
     assert rollout.valid.shape == (5, 1) and rollout.valid.all()
     assert as_grid(rollout.terminated) == ["01101"]  # lengths 2, 1, 2
 
 
-def test_transition_stream_yields_exactly_the_valid_rows() -> None:
+def test_transition_stream_yields_exactly_the_valid_rows(stepping) -> None:
     lengths = [[2, 7], [3], [4, 1]]
     with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
-        rollout = sampler.collect(12)
+        rollout = stepping.collect(sampler, 12)
     with FastSampler(env_fns(lengths), value_policy, rho=0.5, seed=5) as sampler:
         # Bounded calls that stop mid-lock-step must not lose the rest of that lock-step.
         transitions = list(sampler.transitions(2))
@@ -195,11 +197,11 @@ def test_transition_stream_yields_exactly_the_valid_rows() -> None:
         assert transition.info["t"] == rollout.step_index[t, n] + 1
 
 
-def test_same_seed_gives_the_same_rollout_with_dict_observations() -> None:
+def test_same_seed_gives_the_same_rollout_with_dict_observations(stepping) -> None:
     def run() -> Rollout:
         fns = [functools.partial(CarlaLikeEnv, dict_obs=True) for _ in range(3)]
         with FastSampler(fns, lambda obs: obs["state"][:, :2], rho=0.5, seed=11) as sampler:
-            return sampler.collect(30)
+            return stepping.collect(sampler, 30)
 
     first, second = run(), run()
     for key in ("state", "image"):
@@ -209,10 +211,10 @@ def test_same_seed_gives_the_same_rollout_with_dict_observations() -> None:
     np.testing.assert_array_equal(first.valid, second.valid)
 
 
-def test_rollout_tensors_keep_shapes_and_masks() -> None:
+def test_rollout_tensors_keep_shapes_and_masks(stepping) -> None:
     torch = pytest.importorskip("torch")
     with FastSampler(env_fns([[2], [3]], dict_obs=True), lambda o: np.zeros((2, 2)), rho=1.0, seed=0) as sampler:
-        tensors = sampler.collect(3).tensors()
+        tensors = stepping.collect(sampler, 3).tensors()
     assert tensors["obs"]["image"].shape == (3, 2, 3, 8, 8) and tensors["obs"]["image"].dtype == torch.uint8
     assert tensors["valid"].dtype == torch.bool
     assert tensors["valid"].tolist() == [[True, True], [True, True], [False, True]]
@@ -243,10 +245,10 @@ def test_clips_with_different_observation_spaces_are_rejected() -> None:
         FastSampler(fns, zero_policy)
 
 
-def test_policy_returning_the_wrong_batch_size_is_rejected() -> None:
+def test_policy_returning_the_wrong_batch_size_is_rejected(stepping) -> None:
     policy = lambda obs: np.zeros((1, 2))  # noqa: E731
     with FastSampler(env_fns([[2], [2]]), policy, seed=0) as sampler, pytest.raises(ValueError, match=r"policy: .*N=2"):
-        sampler.step()
+        stepping.step(sampler)
 
 
 @pytest.mark.parametrize(
@@ -272,18 +274,18 @@ def test_adaptive_rho_climbs_to_the_fastest_threshold(
     assert not tried & never_tried
 
 
-def test_fast_sampler_with_adaptive_rho_only_uses_candidate_thresholds() -> None:
+def test_fast_sampler_with_adaptive_rho_only_uses_candidate_thresholds(stepping) -> None:
     with FastSampler(env_fns([[2, 9], [3], [4, 2], [6]]), zero_policy, adaptive_rho=True, seed=0) as sampler:
         used = set()
         for _ in range(60):
             used.add(sampler.rho)
-            sampler.step()
+            stepping.step(sampler)
     assert used <= {0.25, 0.5, 0.75, 1.0} and len(used) > 1
     with pytest.raises(ValueError, match="adaptive_rho"):
         LockstepSampler(env_fns([[2]]), zero_policy, end_rule=ClipEndRule.RESET_CLIP, adaptive_rho=True)
 
 
-def test_policy_may_return_torch_tensors() -> None:
+def test_policy_may_return_torch_tensors(stepping) -> None:
     torch = pytest.importorskip("torch")
 
     def torch_policy(obs: np.ndarray) -> tuple[object, dict[str, object]]:
@@ -291,6 +293,6 @@ def test_policy_may_return_torch_tensors() -> None:
         return state[:, :2].tanh(), {"log_probs": -state[:, 0].abs()}
 
     with FastSampler(env_fns([[3], [4]]), torch_policy, seed=0) as sampler:
-        rollout = sampler.collect(3)
+        rollout = stepping.collect(sampler, 3)
     assert isinstance(rollout.actions, np.ndarray) and rollout.actions.shape == (3, 2, 2)
     np.testing.assert_allclose(rollout.extras["log_probs"], -np.abs(rollout.obs[..., 0]), rtol=1e-6)
