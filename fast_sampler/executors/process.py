@@ -2,10 +2,11 @@
 
 Commands go out to every addressed worker before any answer is awaited, so env latencies
 overlap; :meth:`ProcessExecutor.step_async` returns right after sending, so the caller's own
-work overlaps them too. A worker that dies (segfault, OOM kill, ``os.kill``) is detected through its process
-sentinel, replaced by a fresh worker, and reported to the sampler as a lost, truncated step.
-A worker that does not answer within ``timeout_s`` of the command's sending is killed and
-raises :class:`WorkerTimeoutError` naming its clip.
+work overlaps them too, and :meth:`ProcessExecutor.step_wait` gathers the answers. A worker
+that dies (segfault, OOM kill, ``os.kill``) is detected through its process sentinel, replaced
+by a fresh worker, and reported to the sampler as a lost, truncated step. A worker that does
+not answer within ``timeout_s`` of the command's sending is killed and raises
+:class:`WorkerTimeoutError` naming its clip.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ class RayExecutor(Executor):
         return results
 
     def _close(self) -> None:
-        # An actor still stepping finishes that step, then closes (Ray runs its calls in order).
+        # An actor still stepping finishes that step, then closes (Ray runs its calls in order) or is killed.
         actors, self._actors = self._actors, [None] * self.num_clips
         live = [actor for actor in actors if actor is not None]
         closing = [actor.close.remote() for actor in live]

@@ -125,7 +125,7 @@ def test_hung_worker_raises_a_timeout_naming_its_clip(stepping) -> None:
         executor.reset({0: 0, 1: 1})
         with pytest.raises(WorkerTimeoutError, match=r"clip 1: .*'step' within 0.5 s") as info:
             stepping.step_executor(executor, {0: np.zeros(2), 1: np.zeros(2)})
-        assert info.value.clip == 1
+        assert info.value.clip == 1 and not executor.pending  # the failed step is not left pending
     finally:
         executor.close()
 

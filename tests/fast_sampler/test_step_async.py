@@ -45,13 +45,14 @@ def slow_second_clip(step_latency_s: float) -> list[functools.partial]:
 
 @pytest.mark.parametrize("kind", sorted(EXECUTORS))
 def test_both_forms_give_identical_step_batches(kind: str, step_forms, assert_same_batches) -> None:
-    # Random episode lengths, a horizon and rho = 0.5: padding, global truncations, horizon
-    # cuts and resets all happen within the 30 lock-steps.
+    # Random episode lengths, a horizon and rho = 0.5: padding, truncations and global resets
+    # all happen within the 30 lock-steps.
     runs = []
     for form in step_forms:
         with FastSampler(EXECUTORS[kind](dict_env_fns(3)), value_policy, rho=0.5, horizon=7, seed=4) as sampler:
             runs.append([form.step(sampler) for _ in range(30)])
             assert sampler.stats.global_resets > 1 and sampler.stats.valid_transitions < 90
+            assert any(batch.truncated.any() for batch in runs[-1])
     assert_same_batches(*runs)
 
 
