@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from found_rl.errors import UserError
@@ -75,7 +75,8 @@ class ExpertObservation:
         It also carries ``target_ego_xy``, the key the VLM prompt reads
         (``vlm_server.answers.build_prompt``), so one ``state`` serves every advisor.
         """
-        data = asdict(self)
+        # field by field: dataclasses.asdict deep-copies every route point, a third of an env step
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["route_ego"] = [list(point) for point in self.route_ego]
         if math.isinf(self.remaining_route_m):
             data["remaining_route_m"] = None
