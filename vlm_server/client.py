@@ -378,12 +378,19 @@ class _Attempts:
             raise self._busy()
 
     def check_budgets(self) -> None:
-        if self.silence_left_s() <= 0 or self.silent_attempts > self.client.max_retries:
+        """Raise when a budget is spent: silence means dead, busyness busy.
+
+        A busy budget spent without a single sign of life (a short one: what was left of an
+        item's after the outbox) is silence too: nothing proved the server alive.
+        """
+        is_busy_spent = time.monotonic() >= self.give_up_busy_at
+        is_silence_spent = self.silence_left_s() <= 0 or self.silent_attempts > self.client.max_retries
+        if is_silence_spent or (is_busy_spent and self.busy_signals == 0):
             raise AdvisorUnavailable(
-                f"no answer from {', '.join(self.client.urls)} within {self.timeout_s:.1f} s "
+                f"no answer from {', '.join(self.client.urls)} within timeout_s={self.timeout_s:.1f} s "
                 f"({self.silent_attempts} attempts unanswered); last problem: {self.last_problem}"
             )
-        if time.monotonic() >= self.give_up_busy_at:
+        if is_busy_spent:
             raise self._busy()
 
     def _busy(self) -> AdvisorBusy:
