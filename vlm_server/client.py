@@ -42,6 +42,8 @@ BUSY_STATUSES = frozenset({429, 503, 504})
 refusal instead: the server's "backend failed to load" is permanent)."""
 RETRY_STATUSES = BUSY_STATUSES  # the former name
 PROBE_PATH = "/healthz"
+DEADLINE_SHARE = 0.9
+"""Share of an attempt's timeout sent as its ``X-Deadline-Ms``: the rest is for the answer's trip."""
 TOKEN_ENV = "VLM_SERVER_TOKEN"
 
 
@@ -113,7 +115,8 @@ class AsyncAdvisorClient:
         token: bearer token (default: ``$VLM_SERVER_TOKEN``).
         timeout_s: how long one attempt may go unanswered, and how long the replicas may stay
             silent (no HTTP answer of any kind) before a request fails as ``AdvisorUnavailable``.
-            Sent as ``X-Deadline-Ms`` so the server never works for a client that has left.
+            Sent (90 % of it) as ``X-Deadline-Ms`` so the server never works for a client that
+            has left, and answers in time when it cannot serve.
         max_retries: attempts that got no answer (refused, reset, dead timeouts) beyond the
             first, before ``AdvisorUnavailable`` even within ``timeout_s``.
         backoff_s, max_backoff_s: jittered exponential back-off between unanswered attempts,
@@ -249,7 +252,9 @@ class AsyncAdvisorClient:
     ) -> dict[str, Any] | _Busy | _Silent:
         """One attempt: the 200 answer's JSON, or what went wrong (refusals raise)."""
         url = base_url + PATHS[kind]
-        headers = {"X-Deadline-Ms": f"{timeout_s * 1000:.0f}"}
+        # a little short of our own timeout, so that the server's 504 (or its admission 503)
+        # reaches us before we stop listening: an answer is cheaper than a timeout and a probe
+        headers = {"X-Deadline-Ms": f"{max(1.0, timeout_s * 1000 * DEADLINE_SHARE):.0f}"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:

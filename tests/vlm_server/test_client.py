@@ -4,7 +4,7 @@ import time
 import pytest
 from aiohttp import web
 
-from vlm_server.app import create_app
+from vlm_server.app import METRICS_KEY, create_app
 from vlm_server.backends.fixed_cost import FixedCostScorer, expected_action
 from vlm_server.client import (
     AdvisorBusy,
@@ -392,3 +392,31 @@ async def test_the_blocking_client_waits_for_a_busy_server(aiohttp_server):
 
     assert await asyncio.to_thread(run) == (0.0, 0.0)
     assert hits == ["a"] * 4
+
+
+async def test_a_slow_real_server_under_load_pushes_back_and_every_item_is_answered(aiohttp_server, server_config):
+    """The measured problem end to end: a slow model, short client deadlines, more items than it
+    can serve in one deadline. Refusals (503 + Retry-After) slow the client down; nothing is
+    reported unavailable and every id comes back once."""
+    config = server_config(batching={"max_batch_size": 4, "max_wait_ms": 1.0}, options={"base_ms": 60.0})
+    app = create_app(config)
+    server = await aiohttp_server(app)
+    url = url_of(server)
+    async with AsyncAdvisorClient(url, busy_timeout_s=10.0) as warm:
+        await warm.advise([ITEM])  # ready, and one batch measured
+
+    def run() -> tuple[dict, object]:
+        options = {"max_in_flight_requests": 4, "max_items_per_request": 8, "busy_timeout_s": 30.0}
+        with BackgroundClient(url, timeout_s=0.25, max_retries=2, **options) as client:
+            for i in range(60):
+                client.submit(f"i{i}", dict(ITEM))
+            return collect(client, 60, within_s=30.0), client.stats()
+
+    replies, stats = await asyncio.to_thread(run)
+    assert sorted(replies) == sorted(f"i{i}" for i in range(60))
+    assert all(r["ok"] for r in replies.values()), [r for r in replies.values() if not r["ok"]][:2]
+    assert stats.unavailable_items == 0 and stats.busy_answers > 0
+    refused = app[METRICS_KEY].registry.get_sample_value(
+        "vlm_server_errors_total", {"backend": "advisor", "kind": "predicted_late"}
+    )
+    assert refused and refused > 0  # pushed back at once rather than queueing to time out
