@@ -7,6 +7,15 @@ passed since the oldest queued item arrived, whichever is first. Batches run thr
 bounded: ``submit`` raises ``QueueFullError`` instead of letting latency grow without limit,
 and ``RequestTooLargeError`` for a request that could never fit.
 
+Admission by expected wait (``admit_by_predicted_wait``): the batcher measures its service
+rate (items/s, an EWMA over completed batches) and predicts how long a new request would take
+to be answered: the time until a model slot frees, plus the live items ahead at that rate, plus
+one batch of its own. A request that finds items queued and whose prediction exceeds its
+remaining deadline is refused at once with ``PredictedLateError`` (the server answers 503 with
+the prediction as Retry-After) instead of being queued only to time out (504) after its client
+has given up, which under a slow model made a busy server look like a dead one. Nothing is
+refused before the first batch has completed: without a measurement there is no prediction.
+
 Only *live* items count: an item whose caller gave up (deadline, client gone) stops counting
 against ``max_queue_size`` and ``max_batch_size`` the moment its future is cancelled, and never
 sets the flush timer. Otherwise a storm of timed-out requests would refuse new ones (429) and
@@ -32,6 +41,8 @@ ResultT = TypeVar("ResultT")
 
 logger = logging.getLogger(__name__)
 
+RATE_EWMA_WEIGHT = 0.2  # weight of the newest batch in the service-rate and batch-time averages
+
 
 class QueueFullError(Exception):
     """The batcher's queue cannot take the request; retry after ``retry_after_s``."""
@@ -39,6 +50,17 @@ class QueueFullError(Exception):
     def __init__(self, message: str, retry_after_s: float) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class PredictedLateError(QueueFullError):
+    """The request would not be answered within its deadline; retry after ``retry_after_s``.
+
+    ``retry_after_s`` is the predicted wait: by then the items queued now have been served.
+    """
+
+    def __init__(self, message: str, retry_after_s: float, deadline_s: float) -> None:
+        super().__init__(message, retry_after_s)
+        self.deadline_s = deadline_s
 
 
 class RequestTooLargeError(Exception):
@@ -98,23 +120,60 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
         self._running: set[asyncio.Task] = set()
         self._worker: asyncio.Task | None = None
         self._is_closing = False
-        self._mean_batch_s = config.max_wait_ms / 1000.0 + 0.01
+        self._mean_batch_s = config.max_wait_ms / 1000.0 + 0.01  # a guess until a batch completes
+        self._rate_items_per_s: float | None = None  # measured; None before the first batch
+        self._running_started_s: list[float] = []  # start times of the batches running now
 
     @property
     def depth(self) -> int:
         """Live items queued and not yet dispatched (cancelled ones do not count)."""
         return self._live
 
+    @property
+    def service_rate(self) -> float | None:
+        """Measured items per second with every model slot busy; None before the first batch."""
+        return self._rate_items_per_s
+
+    def predicted_wait_s(self, n_items: int = 1) -> float | None:
+        """Seconds until a request of ``n_items`` submitted now would be answered.
+
+        The time until a model slot frees (when all are busy), plus the live items ahead (and
+        this request's items beyond its first batch) at the measured rate, plus one batch.
+        None before the first batch has completed: there is nothing to predict from.
+        """
+        rate = self._rate_items_per_s
+        if rate is None:
+            return None
+        slot_free_in_s = 0.0
+        if len(self._running_started_s) >= self._config.max_concurrent_batches:
+            running_for_s = time.perf_counter() - min(self._running_started_s)
+            slot_free_in_s = max(0.0, self._mean_batch_s - running_for_s)
+        beyond_first_batch = max(0, n_items - self._config.max_batch_size)
+        return slot_free_in_s + (self._live + beyond_first_batch) / rate + self._mean_batch_s
+
     def start(self) -> None:
         self._worker = asyncio.get_running_loop().create_task(
             self._work(), name=f"batcher-{self.name}"
         )
 
-    def submit(self, items: Sequence[ItemT]) -> list[asyncio.Future]:
+    def submit(
+        self, items: Sequence[ItemT], deadline_s: float | None = None
+    ) -> list[asyncio.Future]:
         """Queue all ``items`` (all or none) and return one future per item.
 
         Each future resolves to a ``Completed`` or raises ``BackendError``. Cancelling a
         future (deadline, client gone) drops the item if it has not been dispatched yet.
+
+        Args:
+            items: the request's backend items.
+            deadline_s: seconds the caller will wait for the answers. With
+                ``admit_by_predicted_wait``, a request predicted to miss it is refused.
+
+        Raises:
+            ShuttingDownError: the batcher is closing.
+            RequestTooLargeError: more items than the queue can ever hold.
+            QueueFullError: the queue is full (``PredictedLateError``: the request would miss
+                ``deadline_s``); retry after ``retry_after_s``.
         """
         if self._is_closing:
             raise ShuttingDownError(f"{self.name} is shutting down")
@@ -131,6 +190,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                 f"{self.name} queue is full ({self._live}/{limit} items)",
                 retry_after_s=batches_ahead * self._mean_batch_s,
             )
+        if deadline_s is not None and self._config.admit_by_predicted_wait:
+            self._check_predicted_wait(len(items), deadline_s)
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
         futures = []
@@ -146,6 +207,25 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
             _resolve(self._flush_now)
         self._report_depth()
         return futures
+
+    def _check_predicted_wait(self, n_items: int, deadline_s: float) -> None:
+        """Refuse a request that would wait past its deadline: a fast 503 beats a late 504.
+
+        A request that finds no live item queued is always admitted: it goes into the next
+        batch, and its batch refreshes a stale estimate (a first batch slowed by warm-up would
+        otherwise refuse everything forever, as refused requests measure nothing).
+        """
+        if self._live == 0:
+            return
+        wait_s = self.predicted_wait_s(n_items)
+        if wait_s is not None and wait_s > deadline_s:
+            raise PredictedLateError(
+                f"{self.name} is busy: predicted wait {wait_s:.2f} s ({self._live} items queued at "
+                f"{self._rate_items_per_s:.1f} items/s) exceeds the request's remaining deadline of "
+                f"{deadline_s:.2f} s; retry after {wait_s:.2f} s",
+                retry_after_s=wait_s,
+                deadline_s=deadline_s,
+            )
 
     def _on_done(self, pending: _Pending, future: asyncio.Future) -> None:
         """A queued item's future finished before dispatch (its caller cancelled it): stop counting it."""
@@ -236,6 +316,7 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
 
     async def _execute(self, batch: list[_Pending]) -> None:
         started_s = time.perf_counter()
+        self._running_started_s.append(started_s)
         try:
             try:
                 results = list(
@@ -261,7 +342,8 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                         pending.future.set_exception(ShuttingDownError(f"{self.name} shut down mid-batch"))
                 raise
             model_s = time.perf_counter() - started_s
-            self._mean_batch_s = 0.9 * self._mean_batch_s + 0.1 * model_s
+            if error is None:
+                self._measure(len(batch), model_s)
             if self._metrics is not None:
                 self._metrics.observe_batch(
                     self.name, len(batch), model_s, error is not None
@@ -279,7 +361,23 @@ class DynamicBatcher(Generic[ItemT, ResultT]):
                         Completed(results[index], queue_s, model_s, len(batch))
                     )
         finally:
+            self._running_started_s.remove(started_s)
             self._slots.release()
+
+    def _measure(self, batch_size: int, model_s: float) -> None:
+        """Fold a completed batch into the batch-time and service-rate averages.
+
+        The rate assumes every model slot is busy, as it is whenever a queue has formed: that
+        is when predictions matter. The first batch replaces the initial guesses.
+        """
+        model_s = max(model_s, 1e-6)
+        rate = batch_size * self._config.max_concurrent_batches / model_s
+        if self._rate_items_per_s is None:
+            self._mean_batch_s, self._rate_items_per_s = model_s, rate
+            return
+        w = RATE_EWMA_WEIGHT
+        self._mean_batch_s = (1 - w) * self._mean_batch_s + w * model_s
+        self._rate_items_per_s = (1 - w) * self._rate_items_per_s + w * rate
 
     def _report_depth(self) -> None:
         if self._metrics is not None:

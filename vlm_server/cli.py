@@ -21,6 +21,7 @@ BATCHING_FLAGS = (
     "max_wait_ms",
     "max_queue_size",
     "max_concurrent_batches",
+    "admit_by_predicted_wait",
 )
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # config fields set by a flag of another name
@@ -87,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-concurrent-batches", type=int, help="model calls at once (default 1)"
+    )
+    parser.add_argument(
+        "--admit-by-predicted-wait",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="refuse at once (503 + Retry-After) a request predicted to miss its deadline (default on)",
     )
     parser.add_argument(
         "--request-timeout-ms",

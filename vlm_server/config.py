@@ -31,6 +31,14 @@ class BatchingConfig(BaseModel):
     max_concurrent_batches: int = Field(
         1, ge=1, le=256, description="batches running at once (1 for a local model)"
     )
+    admit_by_predicted_wait: bool = Field(
+        True,
+        description=(
+            "refuse a request at once (503 + Retry-After) when its predicted queue wait, from the "
+            "measured service rate, exceeds its remaining deadline, instead of queueing it to "
+            "answer 504 later"
+        ),
+    )
 
 
 class BackendConfig(BaseModel):

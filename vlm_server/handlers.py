@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from vlm_server.batcher import (
     BackendError,
+    PredictedLateError,
     QueueFullError,
     RequestTooLargeError,
     ShuttingDownError,
@@ -119,27 +120,27 @@ async def _serve(
     # small ones skip the thread hop.
     is_batch, items = parse() if len(raw) <= INLINE_PARSE_BYTES else await asyncio.to_thread(parse)
 
+    remaining_s = deadline_s - (time.perf_counter() - started_s)
     try:
-        futures = service.batcher.submit(items)
+        futures = service.batcher.submit(items, deadline_s=remaining_s)
+    except PredictedLateError as exc:
+        service.metrics.errors.labels(kind, "predicted_late").inc(len(items))
+        raise _busy_error(503, exc) from None
     except QueueFullError as exc:
         service.metrics.errors.labels(kind, "queue_full").inc(len(items))
-        retry_after_s = max(1, math.ceil(exc.retry_after_s))
-        raise RequestError(
-            429,
-            str(exc),
-            headers={"Retry-After": str(retry_after_s)},
-            retry_after_ms=round(exc.retry_after_s * 1000),
-        ) from None
+        raise _busy_error(429, exc) from None
     except RequestTooLargeError as exc:
         raise RequestError(413, str(exc), field="items") from None
     except ShuttingDownError as exc:
         raise RequestError(503, str(exc), headers={"Retry-After": "1"}) from None
 
-    remaining_s = deadline_s - (time.perf_counter() - started_s)
     try:
         outcomes = await gather_within(futures, remaining_s)
     except TimeoutError:
+        # Counted, logged at debug only: under load its client has usually given up already,
+        # and an error line per late request buries the log (admission keeps these rare).
         service.metrics.errors.labels(kind, "deadline").inc(len(items))
+        logger.debug("%s: deadline of %.0f ms passed in the queue (%d items)", kind, deadline_s * 1000, len(items))
         raise RequestError(504, f"deadline of {deadline_s * 1000:.0f} ms exceeded") from None
 
     replies = []
@@ -160,6 +161,20 @@ async def _serve(
         replies.append(reply)
     service.metrics.items.labels(kind).inc(len(items))
     return web.json_response({"items": replies} if is_batch else replies[0])
+
+
+def _busy_error(status: int, exc: QueueFullError) -> RequestError:
+    """A 429/503 that tells the client when to come back.
+
+    ``Retry-After`` holds whole seconds (at least 1, as HTTP requires); the body's
+    ``retry_after_ms`` holds the precise wait, which the project's client prefers.
+    """
+    return RequestError(
+        status,
+        str(exc),
+        headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))},
+        retry_after_ms=round(exc.retry_after_s * 1000),
+    )
 
 
 def _deadline_s(request: web.Request, config: ServerConfig) -> float:

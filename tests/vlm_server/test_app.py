@@ -1,10 +1,12 @@
 import asyncio
+import logging
+import time
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from vlm_server.app import SERVICES_KEY, create_app
+from vlm_server.app import METRICS_KEY, SERVICES_KEY, create_app
 from vlm_server.backends.fixed_cost import (
     FixedCostAdvisor,
     FixedCostScorer,
@@ -133,6 +135,51 @@ async def test_full_queue_answers_429_with_retry_after(aiohttp_client, server_co
     assert int(refused.headers["Retry-After"]) >= 1
     assert "queue is full" in (await refused.json())["error"]
     assert [r.status for r in await asyncio.gather(*requests)] == [200, 200, 200]
+
+
+async def test_a_request_predicted_to_miss_its_deadline_gets_503_with_retry_after_at_once(
+    aiohttp_client, server_config, caplog
+):
+    """Busy is not dead: a slow model pushes back at once instead of answering 504 late."""
+    config = server_config(
+        batching={"max_batch_size": 1, "max_wait_ms": 0}, options={"base_ms": 150}
+    )
+    app = create_app(config)
+    client = await ready_client(aiohttp_client, app)
+    assert (await client.post("/v1/advise", json=item(0))).status == 200  # measures the rate
+    requests = [
+        asyncio.ensure_future(client.post("/v1/advise", json=item(i))) for i in range(1, 6)
+    ]
+    await asyncio.sleep(0.05)  # one running, four queued: ~0.75 s of work ahead
+    caplog.set_level(logging.DEBUG)
+    started = time.monotonic()
+    refused = await client.post("/v1/advise", json=item(9), headers={"X-Deadline-Ms": "300"})
+    assert time.monotonic() - started < 0.3  # answered before its deadline, not at it
+    assert refused.status == 503
+    body = await refused.json()
+    assert "predicted wait" in body["error"] and body["retry_after_ms"] >= 450
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert [r.status for r in await asyncio.gather(*requests)] == [200] * 5
+    metrics = app[METRICS_KEY].registry
+    assert metrics.get_sample_value("vlm_server_errors_total", {"backend": "advisor", "kind": "predicted_late"}) == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_deadline_passed_in_the_queue_is_counted_not_logged_as_an_error(
+    aiohttp_client, server_config, caplog
+):
+    config = server_config(batching={"max_batch_size": 1, "max_wait_ms": 0}, options={"base_ms": 200})
+    app = create_app(config)
+    client = await ready_client(aiohttp_client, app)
+    caplog.set_level(logging.DEBUG)
+    first = asyncio.ensure_future(client.post("/v1/advise", json=item(0)))
+    await asyncio.sleep(0.05)
+    late = await client.post("/v1/advise", json=item(1), headers={"X-Deadline-Ms": "50"})
+    assert late.status == 504 and (await first).status == 200
+    metrics = app[METRICS_KEY].registry
+    assert metrics.get_sample_value("vlm_server_errors_total", {"backend": "advisor", "kind": "deadline"}) == 1
+    ours = [r for r in caplog.records if r.name.startswith("vlm_server")]
+    assert [r.getMessage() for r in ours if r.levelno >= logging.INFO] == []
 
 
 async def test_a_request_larger_than_the_queue_answers_413_naming_the_limit(aiohttp_client, server_config):

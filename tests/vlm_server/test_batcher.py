@@ -7,6 +7,7 @@ from vlm_server.batcher import (
     BackendError,
     Completed,
     DynamicBatcher,
+    PredictedLateError,
     QueueFullError,
     RequestTooLargeError,
     ShuttingDownError,
@@ -99,6 +100,47 @@ async def test_full_queue_refuses_all_items_with_a_retry_hint():
     assert error.value.retry_after_s > 0
     assert batcher.depth == 3  # nothing of the refused request was queued
     await asyncio.gather(*running, *queued)
+    await batcher.close()
+
+
+async def test_a_request_predicted_to_miss_its_deadline_is_refused_at_once():
+    recorder = Recorder(cost_s=0.1)  # a slow model: 10 items/s at batches of 1
+    batcher = make(recorder, max_batch_size=1, max_wait_ms=0)
+    assert batcher.predicted_wait_s() is None  # nothing measured yet: nothing refused
+    await batcher.submit([0], deadline_s=0.001)[0]
+    assert batcher.service_rate == pytest.approx(10.0, rel=0.5)
+    queued = batcher.submit([1, 2, 3, 4])
+    depth = batcher.depth
+    started = time.perf_counter()
+    with pytest.raises(PredictedLateError, match=r"predicted wait .* exceeds .* deadline") as error:
+        batcher.submit([5], deadline_s=0.2)
+    assert time.perf_counter() - started < 0.05  # refused now, not after the deadline
+    assert error.value.retry_after_s >= 0.3  # 3+ queued items at ~10/s, plus its own batch
+    assert batcher.depth == depth  # nothing of the refused request was queued
+    admitted = batcher.submit([6], deadline_s=30.0)  # a generous deadline is queued
+    results = await asyncio.gather(*queued, *admitted)
+    assert [r.result for r in results] == [10, 20, 30, 40, 60]
+    assert all(5 not in batch for batch in recorder.batches)
+    await batcher.close()
+
+
+async def test_a_request_finding_an_empty_queue_is_admitted_whatever_the_estimate():
+    """A stale estimate (a slow first batch) must not refuse everything: nothing would correct it."""
+    recorder = Recorder(cost_s=0.2)
+    batcher = make(recorder, max_batch_size=1, max_wait_ms=0)
+    await batcher.submit([0])[0]
+    recorder.cost_s = 0.0
+    assert (await batcher.submit([1], deadline_s=0.01)[0]).result == 10
+    await batcher.close()
+
+
+async def test_admission_by_predicted_wait_can_be_turned_off():
+    recorder = Recorder(cost_s=0.05)
+    batcher = make(recorder, max_batch_size=1, max_wait_ms=0, admit_by_predicted_wait=False)
+    await batcher.submit([0])[0]
+    queued = batcher.submit([1, 2, 3])
+    late = batcher.submit([4], deadline_s=0.001)  # queued: the server answers 504 later
+    await asyncio.gather(*queued, *late)
     await batcher.close()
 
 

@@ -62,6 +62,14 @@ def test_flags_build_a_validated_config(monkeypatch):
     )
 
 
+def test_admission_by_predicted_wait_is_on_by_default_and_a_flag_turns_it_off():
+    assert config_from_args(parse(["--advisor", "fixed-cost"])).advisor.batching.admit_by_predicted_wait
+    args = parse(["--advisor", "fixed-cost", "--clip", "fixed-cost", "--no-admit-by-predicted-wait"])
+    config = config_from_args(args)
+    assert not config.advisor.batching.admit_by_predicted_wait
+    assert not config.clip.batching.admit_by_predicted_wait
+
+
 def test_config_file_is_merged_with_flags_and_token_comes_from_the_environment(
     tmp_path, monkeypatch
 ):
