@@ -47,6 +47,12 @@ def write(path: Path, data) -> Path:
         ({"guidance": {"awag": {"enabled": True}}}, r"guidance\.awag: needs advisor labels"),
         ({"advisor": "spawn:expert"}, r"advisor: is set, but no guidance term uses its answers"),
         ({"learner": {"gamma": float("nan")}}, r"learner\.gamma: .*finite"),
+        ({"advisor": {"spawn": "expert", "label_rate": 0}}, r"advisor\.label_rate: .*\(0, 1\] or 'auto', got 0"),
+        ({"advisor": {"spawn": "expert", "label_rate": 1.5}}, r"advisor\.label_rate: .*got 1\.5"),
+        ({"advisor": {"spawn": "expert", "label_rate": "half"}}, r"advisor\.label_rate: .*got 'half'"),
+        ({"algorithm": "ppo", "sampler": {"overlap": True}}, r"sampler\.overlap: PPO is on-policy"),
+        ({"resources": {"worker_nice": -5}}, r"resources\.worker_nice: "),
+        ({"advisor": {"spawn": "expert", "when_down": "wait"}}, r"advisor\.when_down: .*'continue' or 'stop'"),
     ],
 )
 def test_config_mistakes_name_the_file_and_field(tmp_path, capsys, change, expected):
