@@ -104,6 +104,8 @@ class VariantSummary:
     label_latency_steps: float | None
     eval_town_unseen: bool
     """every evaluation of every seed had a town training never drove as its headline"""
+    repeatable: bool = True
+    """no seed's advisor went down for good (the run repeats from its seed; ``evaluations.jsonl``'s ``repeatable``)"""
 
 
 def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> VariantSummary:
@@ -137,6 +139,7 @@ def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> Variant
         label_coverage=float(np.mean(coverage)) if coverage else None,
         label_latency_steps=float(np.mean(latency)) if latency else None,
         eval_town_unseen=all(bool(r.get("eval_town_unseen", False)) for rows in runs for r in rows),
+        repeatable=all(r.get("repeatable", True) is not False for rows in runs for r in rows),
     )
 
 
@@ -152,6 +155,7 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
     """
     out: dict[str, Any] = {"seeds": max((s.seeds for s in summaries.values()), default=0)}
     out["eval_town_unseen"] = all(s.eval_town_unseen for s in summaries.values())
+    out["repeatable"] = {name: summary.repeatable for name, summary in summaries.items()}
     for name, summary in summaries.items():
         steps = summary.steps_to_rc80
         out[f"steps_to_rc80_{name}"] = budget if steps is None else steps
@@ -310,6 +314,9 @@ def _print_report(report: dict[str, Any], summaries: dict[str, VariantSummary], 
                       f"{100 * scores['route_completion']:.0f} / {100 * scores['driving_score']:.0f}", "")
     print_table(table)
     print(f"eval_town_unseen: {report['eval_town_unseen']}")
+    not_repeatable = [name for name, repeats in report.get("repeatable", {}).items() if not repeats]
+    if not_repeatable:
+        print(f"not repeatable (an advisor went down for good during a run): {', '.join(not_repeatable)}")
     for key in ("guided_target_met", "noisy_target_met", "above_throttle_target_met"):
         if key in report:
             print(f"{key}: {report[key]}")

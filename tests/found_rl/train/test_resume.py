@@ -77,11 +77,12 @@ def test_a_killed_and_resumed_run_reaches_the_state_of_an_uninterrupted_run(tmp_
     assert_same(replay_a, replay_b, "replay")
 
 
-GUIDED = ("--set", "advisor.spawn=expert", "--set", "advisor.label_mode=repeatable",
+GUIDED = ("--set", "advisor.spawn=hf", "--set", "advisor.label_mode=repeatable",
           "--set", "advisor.label_lag_steps=2", "--set", "guidance.vmr.enabled=true",
           "--set", "guidance.awag.enabled=true", "--set", "evaluation.enabled=true",
           "--set", "evaluation.every_env_steps=100", "--set", "evaluation.routes=1",
           "--set", "evaluation.references=[still]", "--set", "evaluation.video=false")
+"""A served advisor VLM (``vlm init --preset tiny``, nothing privileged) labels half the observations."""
 WALL_CLOCK = {"wall_s", "results", "video"}  # timings, and paths inside each run's own folder
 
 
@@ -98,21 +99,28 @@ def evaluation_rows(run_dir):
 
 @pytest.fixture(scope="module")
 def guided_runs(tmp_path_factory):
-    """Two runs of one seed and one of another, each with the served expert in repeatable mode."""
+    """Two runs of one seed and one of another, each with a served advisor VLM in repeatable mode."""
     import yaml
+
+    from found_rl.vlm.scratch import init_advisor
 
     from .conftest import DATA, tiny_run_config
 
     root = tmp_path_factory.mktemp("guided")
+    model = root / "vlm"
+    init_advisor(model, "tiny", seed=0)
     config = root / "run.yaml"
     # episodes end at their route's time limit, which differs by route: each seed pads differently
     config.write_text(yaml.safe_dump(tiny_run_config(
-        scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200})))
+        scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200},
+        advisor={"spawn_options": {"model": str(model), "torch_threads": 1}})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
     runs = {}
-    for name, seed in (("a", 0), ("b", 0), ("other_seed", 1)):
+    # the other seed chooses its label rate by the start-up probe (recorded in its config.yaml)
+    for name, seed, rate in (("a", 0, "0.5"), ("b", 0, "0.5"), ("other_seed", 1, "auto")):
         done = subprocess.run(train_command(str(config), "--run-dir", str(root / name), *GUIDED, "--set",
-                                            f"seed={seed}"), capture_output=True, text=True, timeout=400, env=env)
+                                            f"seed={seed}", "--set", f"advisor.label_rate={rate}"),
+                              capture_output=True, text=True, timeout=400, env=env)
         assert done.returncode == 0, done.stderr
         runs[name] = root / name
     return config, runs, env
@@ -123,7 +131,8 @@ def test_two_runs_of_one_seed_with_the_served_advisor_end_identical(guided_runs)
     _, runs, _ = guided_runs
     policy_a, state_a, replay_a = final_state(runs["a"])
     policy_b, state_b, replay_b = final_state(runs["b"])
-    assert replay_a["has_advisor"].any()  # the advisor really labelled transitions
+    labelled = replay_a["has_advisor"][replay_a["is_transition"]].mean()
+    assert 0.2 < labelled < 0.8  # the advisor labelled about half the transitions: its budget
     assert_same(policy_a, policy_b, "policy")
     assert_same(state_a, state_b, "training_state")
     assert_same(replay_a, replay_b, "replay")
@@ -135,7 +144,8 @@ def test_a_killed_guided_run_resumes_to_the_uninterrupted_one(guided_runs, tmp_p
     config, runs, env = guided_runs
     killed_dir = tmp_path / "killed"
     process = subprocess.Popen(
-        train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "budget.env_steps=100000"),
+        train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "budget.env_steps=100000",
+                      "--set", "advisor.label_rate=0.5"),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     checkpoint = killed_dir / "checkpoints" / "checkpoint.pt"
@@ -154,6 +164,26 @@ def test_a_killed_guided_run_resumes_to_the_uninterrupted_one(guided_runs, tmp_p
     assert_same(state_a, state_c, "training_state")
     assert_same(replay_a, replay_c, "replay")
     assert evaluation_rows(runs["a"]) == evaluation_rows(killed_dir)
+
+
+def test_a_run_with_an_auto_label_rate_records_the_rate_its_probe_chose_and_resumes_with_it(guided_runs):
+    import json
+
+    import yaml
+
+    from found_rl.train.config import load_run_config
+    from found_rl.train.run_folder import RunFolder
+
+    config, runs, _ = guided_runs
+    folder = RunFolder(runs["other_seed"])
+    recorded = yaml.safe_load(folder.config.read_text())["advisor"]["label_rate"]
+    probe = json.loads(folder.label_probe.read_text())
+    assert isinstance(recorded, float) and 0 < recorded <= 1 and probe["label_rate"] == recorded
+    assert probe["answers_per_s"] > 0
+    rows = evaluation_rows(runs["other_seed"])
+    assert rows[-1]["label_rate"] == recorded and rows[-1]["repeatable"] is True
+    asked_again = load_run_config(config, [*GUIDED[1::2], "seed=1", "advisor.label_rate=auto"])
+    assert folder.resumed_config(asked_again).advisor.label_rate == recorded  # no new probe on resume
 
 
 def test_a_resume_that_changes_the_label_mode_is_refused_naming_the_key(guided_runs):
