@@ -215,11 +215,15 @@ class Trainer:
         except Interrupted as exc:
             interrupted = True
             log.warning("interrupted (%s): writing a final checkpoint", exc)
+        exact = True
+        if sampler.pending:  # a second signal stopped an overlapped lock-step halfway: its rows are dropped
+            sampler.step_wait()
+            exact = False
         if not interrupted and self.evaluator is not None:
             self._finish_evaluation()
             if self._evaluated_at != self.counters.env_steps:
                 self._evaluate(self._final_mark(), wait=True)  # the final policy
-        self._checkpoint(exact=sampler.at_round_boundary)
+        self._checkpoint(exact=exact and sampler.at_round_boundary)
         save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
         return self._result(interrupted)
