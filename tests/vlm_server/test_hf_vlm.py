@@ -146,9 +146,9 @@ def test_fast_inputs_answer_as_the_processor_does(tiny_llava, rgb):
     fast = HuggingFaceAdvisor(processor=processor, model=model, max_new_tokens=6, image_size=32)
     fast.load()
     assert fast.fast_inputs is not None and fast.decoder is None  # no answer template: generate decodes
-    slow = HuggingFaceAdvisor(processor=processor, model=model, max_new_tokens=6, image_size=32)
+    slow = HuggingFaceAdvisor(processor=processor, model=model, max_new_tokens=6, image_size=32, fast_inputs=False)
     slow.load()
-    slow.fast_inputs = None  # the processor, as before
+    assert slow.fast_inputs is None  # the processor, as before
     batch = items(rgb)
     assert [r.text for r in fast.advise_batch(batch)] == [r.text for r in slow.advise_batch(batch)]
 

@@ -100,6 +100,8 @@ class HuggingFaceAdvisor:
             its number slots when the tokenizer writes answers that way (``found-rl vlm init``
             models), else uses ``generate``; True refuses, at load, a model that cannot; False
             always uses ``generate``.
+        fast_inputs: True (default) builds the inputs without the processor where ``load`` finds
+            that path gives the processor's own inputs; False always calls the processor.
         processor, model: already-built objects (tests, notebooks); skip loading. ``model`` may
             also be the checkpoint folder itself (``--advisor-option model=DIR``), the same as
             ``model_path``.
@@ -118,6 +120,7 @@ class HuggingFaceAdvisor:
         image_size: int | None = None,
         torch_threads: int | None = None,
         templated_decoding: bool | str = "auto",
+        fast_inputs: bool = True,
         processor: Any = None,
         model: Any = None,
     ) -> None:
@@ -139,6 +142,8 @@ class HuggingFaceAdvisor:
             raise ValueError(f"image_size must be an int >= 1 (px), got {image_size!r}")
         if not any(templated_decoding is choice or templated_decoding == choice for choice in TEMPLATED_CHOICES):
             raise ValueError(f"templated_decoding must be auto, true or false, got {templated_decoding!r}")
+        if not isinstance(fast_inputs, bool):
+            raise ValueError(f"fast_inputs must be true or false, got {fast_inputs!r}")
         self.model_path = model_path
         self.device = device
         self.dtype = dtype
@@ -151,6 +156,7 @@ class HuggingFaceAdvisor:
         self.image_hw: tuple[int, int] = (image_size, image_size) if image_size else DEFAULT_IMAGE_HW
         self._image_size_given = image_size is not None
         self.parse_failures = 0
+        self.use_fast_inputs = fast_inputs
         self.fast_inputs: tuple[PromptIds, TorchPixels] | None = None
         self.decoder: TemplatedDecoder | None = None
 
@@ -181,9 +187,10 @@ class HuggingFaceAdvisor:
             self.processor, self.model, self.image_hw, chat_prompt_text(self.processor, build_prompt(4, 0.0)),
             self.model_path or type(self.model).__name__,
         )
-        probes = [build_prompt(4, 0.0), build_prompt(1, 12.5, {"target_ego_xy": [6.25, -1.5]})]
-        self.fast_inputs = fast_inputs(self.processor, lambda p: chat_prompt_text(self.processor, p), probes,
-                                       self.image_hw)
+        if self.use_fast_inputs:
+            probes = [build_prompt(4, 0.0), build_prompt(1, 12.5, {"target_ego_xy": [6.25, -1.5]})]
+            self.fast_inputs = fast_inputs(self.processor, lambda p: chat_prompt_text(self.processor, p), probes,
+                                           self.image_hw)
         self.decoder = self._templated_decoder(tokenizer)
 
     def _templated_decoder(self, tokenizer: Any) -> TemplatedDecoder | None:
