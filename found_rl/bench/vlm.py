@@ -1,12 +1,17 @@
-"""``found-rl bench vlm``: VLM advisor fine-tuning throughput and served requests/s at batch 1 and 32.
+"""``found-rl bench vlm``: VLM advisor fine-tuning throughput and served answers/s at batch 1, 4 and 32.
 
 Fine-tuning: ``found-rl vlm finetune``'s own loop (LoRA and full) on a synthetic expert dataset
 of 192 px BEVs; tokens/s and samples/s exclude the first step (allocation, lazy init).
-Serving: ``python -m vlm_server --advisor hf`` on the model, started twice (``max_batch_size``
-1, then 32), each driven by the same number of closed-loop clients sending 192 px BEVs; the
-ratio of the two is the batching gain. Without ``--model`` the model is the tiny random LLaVA
-of ``found_rl.vlm.tiny`` (pipeline cost, not a real VLM's); its answers never parse, so every
-reply is a well-formed "unparseable answer" and the decoder always runs ``--max-new-tokens``.
+Serving: ``python -m vlm_server --advisor hf`` on the model, started once per ``max_batch_size``
+(1, 4, 32), each driven by the same number of closed-loop clients sending 192 px BEVs, every
+request with its own speed and route target (as in training, where no two prompts repeat, so
+the server's prompt cache does not flatter it). The levels run twice: with the server alone,
+then beside a real training run (``found-rl train`` of ``--training-scenario``, 4 clips, advisor
+none, stopped by its PID after the measurement), which is what the advisor competes with for
+the cores when a run spawns it. The server's CPU use (cores, from ``/proc``) is reported per level.
+Without ``--model`` the model is the tiny random LLaVA of ``found_rl.vlm.tiny`` (pipeline
+cost, not a real VLM's); its answers never parse, so every reply is a well-formed "unparseable
+answer" and the decoder always runs ``--max-new-tokens``.
 """
 
 from __future__ import annotations
@@ -14,21 +19,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from found_rl.cli.argtypes import finite_float, int_at_least
 from found_rl.errors import UserError
 
-BATCH_SIZES = (1, 32)
+BATCH_SIZES = (1, 4, 32)
+TRAINING_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
+LOADS = ("train", "none")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: few steps and requests")
     parser.add_argument("--model", type=Path, help="local image-text-to-text checkpoint (default: the tiny LLaVA)")
     parser.add_argument("--device", default="cpu", help="torch device for fine-tuning and serving")
-    parser.add_argument("--methods", default="lora,full", help="fine-tuning methods to time (lora, full)")
+    parser.add_argument(
+        "--methods", default="lora,full", help="fine-tuning methods to time (lora, full; none: serving only)"
+    )
     parser.add_argument("--steps", type=int_at_least(2), default=20, help="fine-tuning steps per method")
     parser.add_argument("--batch-size", type=int_at_least(1), default=8, help="fine-tuning batch size")
     parser.add_argument("--clients", type=int_at_least(1), default=32, help="concurrent clients when serving")
@@ -37,13 +51,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--duration-s", type=finite_float(0, inclusive=False), default=15.0, help="time cap per serving level"
     )
     parser.add_argument("--max-new-tokens", type=int_at_least(1), default=32, help="decoding budget per answer")
+    parser.add_argument(
+        "--torch-threads", type=int_at_least(1), default=1,
+        help="the server's torch threads (--advisor-option torch_threads; 1 suits 2 cores shared with training)",
+    )
+    parser.add_argument(
+        "--beside", choices=LOADS, default="train",
+        help="train: also measure beside a running training loop (default); none: the server alone only",
+    )
+    parser.add_argument("--training-scenario", type=Path, default=TRAINING_SCENARIO, help="scenario of that run")
+    parser.add_argument(
+        "--advisor-option", action="append", default=[], metavar="KEY=VALUE",
+        help="extra option of the served hf backend, e.g. templated_decoding=false (repeatable)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if not methods or set(methods) - {"lora", "full"}:
-        raise UserError(f"--methods must be a subset of lora,full, got {args.methods!r}")
+    if methods == ["none"]:
+        methods = []
+    elif not methods or set(methods) - {"lora", "full"}:
+        raise UserError(f"--methods must be a subset of lora,full (or none), got {args.methods!r}")
+    if args.beside == "train" and not args.training_scenario.is_file():
+        raise UserError(f"--training-scenario {args.training_scenario}: no such file")
+    for pair in args.advisor_option:
+        if "=" not in pair:
+            raise UserError(f"--advisor-option {pair!r}: expected KEY=VALUE")
     if args.model is not None and not (args.model / "config.json").is_file():
         raise UserError(f"--model {args.model}: not a Hugging Face checkpoint folder (no config.json)")
     if args.quick:
@@ -64,14 +98,25 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
     data = write_tiny_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
     finetune_rows = [_finetune_row(method, model, data, tmp / f"run-{method}", args) for method in methods]
     serve_rows = [asyncio.run(_serve_row(batch, model, args)) for batch in BATCH_SIZES]
-    rate = {row["max_batch_size"]: row["requests_per_s"] for row in serve_rows}
-    return {
+    if args.beside == "train":
+        with TrainingLoad(args.training_scenario, tmp / "training"):
+            serve_rows += [{**asyncio.run(_serve_row(batch, model, args)), "beside_training": True}
+                           for batch in BATCH_SIZES]
+    report = {
         "model": str(args.model) if args.model else "tiny random LLaVA (found_rl.vlm.tiny)",
         "device": args.device,
+        "torch_threads": args.torch_threads,
+        "advisor_options": list(args.advisor_option),
         "finetune": finetune_rows,
         "serve": serve_rows,
-        "serve_batching_speedup": rate[32] / rate[1] if rate.get(1) else float("nan"),
     }
+    for row in serve_rows:
+        suffix = "_beside_training" if row.get("beside_training") else ""
+        report[f"answers_per_s_b{row['max_batch_size']}{suffix}"] = row["requests_per_s"]
+        report[f"load_average_b{row['max_batch_size']}{suffix}"] = row["load_average"]
+    rate = {row["max_batch_size"]: row["requests_per_s"] for row in serve_rows if not row.get("beside_training")}
+    report["serve_batching_speedup"] = rate[32] / rate[1] if rate.get(1) else float("nan")
+    return report
 
 
 def _finetune_row(method: str, model: Path, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -103,16 +148,17 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
     from vlm_server.loadgen import run_load
 
     rng = np.random.default_rng(0)
-    bodies = []
-    for index in range(16):
+    images = []
+    for _ in range(16):
         cells = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
         image = np.repeat(np.repeat(cells, 8, axis=0), 8, axis=1)  # 192 x 192
-        payload = advise_payload(image, 1 + index % 4, float(index % 9), {"target_ego_xy": [6.0, 0.5]})
-        bodies.append(json.dumps(payload)[1:-1])
+        images.append(json.dumps({"image": advise_payload(image, 4, 0.0)["image"]})[1:-1])
 
     def request(index: int):
         item_id = f"q{index}"
-        body = f'{{"id":"{item_id}",{bodies[index % len(bodies)]}}}'.encode()
+        speed, x, y = index % 150 / 10, 2 + index % 797 / 100, index % 401 / 100 - 2  # no two prompts alike
+        fields = f'"command":{1 + index % 4},"speed_mps":{speed},"state":{{"target_ego_xy":[{x},{y}]}}'
+        body = f'{{"id":"{item_id}",{fields},{images[index % len(images)]}}}'.encode()
         return item_id, body, lambda reply: "timing_ms" in reply  # parsed or not, the model answered
 
     server_args = [
@@ -120,12 +166,15 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
         "--advisor-option", f"model_path={model}",
         "--advisor-option", f"device={args.device}",
         "--advisor-option", f"max_new_tokens={args.max_new_tokens}",
+        "--advisor-option", f"torch_threads={args.torch_threads}",
+        *[arg for pair in args.advisor_option for arg in ("--advisor-option", pair)],
         "--max-batch-size", str(max_batch_size),
         "--max-wait-ms", "5",
     ]  # fmt: skip
     with ServerProcess(server_args, ready_timeout_s=600.0) as server:
         await run_load(server.url + "/v1/advise", request, clients=args.clients, max_requests=2, max_duration_s=60)
         items_before, batches_before = await asyncio.to_thread(server.batch_totals, "advisor")
+        cpu_before, start = process_cpu_s(server.process.pid), time.monotonic()
         result = await run_load(
             server.url + "/v1/advise",
             request,
@@ -134,8 +183,10 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
             max_duration_s=args.duration_s,
             request_timeout_s=120.0,
         )
+        cpu_after, elapsed = process_cpu_s(server.process.pid), time.monotonic() - start
         items, batches = await asyncio.to_thread(server.batch_totals, "advisor")
         items, batches = items - items_before, batches - batches_before
+    cpu = (cpu_after - cpu_before) / elapsed if cpu_before is not None and cpu_after is not None else None
     return {
         "max_batch_size": max_batch_size,
         "clients": args.clients,
@@ -145,24 +196,118 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
         "p50_ms": result.latency_percentile(50),
         "p95_ms": result.latency_percentile(95),
         "lost": result.lost,
+        "server_cpu_cores": cpu,
+        "load_average": load_average(),
+        "beside_training": False,
     }
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, from ``/proc`` (None where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    from found_rl.bench.load import load_average as averages
+
+    values = averages()
+    return values[0] if values else None
+
+
+class TrainingLoad:
+    """A real ``found-rl train`` (4 clips, advisor none, one torch thread) running while the block runs.
+
+    It stands for the training loop a spawned advisor shares its cores with. ``__enter__`` waits
+    until the run has written its first scalars (the loop is stepping, past SUMO's warm-up);
+    ``__exit__`` stops it by its PID (SIGINT, then SIGKILL to its own process group). Its wall
+    budget is a safety net: it ends by itself if the benchmark dies.
+    """
+
+    def __init__(self, scenario: Path, folder: Path, ready_timeout_s: float = 300.0) -> None:
+        self.scenario, self.folder, self.ready_timeout_s = scenario, folder, ready_timeout_s
+        self.process: subprocess.Popen | None = None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "scenario": str(self.scenario.resolve()),
+            "torch_threads": 1,
+            "budget": {"env_steps": 100_000_000, "wall_time_s": 3600},
+            "sampler": {"clips": 4},
+            "learner": {"learning_starts": 200, "batch_size": 64, "replay_capacity": 20_000},
+            "evaluation": {"enabled": False},
+            "checkpoint": {"every_env_steps": 100_000_000, "save_replay": False},
+        }
+
+    def __enter__(self) -> TrainingLoad:
+        import yaml
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "run.yaml"
+        config.write_text(yaml.safe_dump(self.config()))
+        command = [sys.executable, "-m", "found_rl", "train", str(config), "--run-dir", str(self.folder / "run"),
+                   "--no-progress"]
+        self._log = (self.folder / "train.log").open("wb")
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait_stepping()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _wait_stepping(self) -> None:
+        """Until the run's TensorBoard file holds more than its header: the loop has logged a step."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = (self.folder / "train.log").read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"the background training run exited: {tail}")
+            if any(p.stat().st_size > 1000 for p in (self.folder / "run").glob("events.out.tfevents.*")):
+                return
+            time.sleep(1.0)
+        raise RuntimeError(f"the background training run logged nothing in {self.ready_timeout_s:.0f} s")
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own session: the run and its env workers
+                self.process.wait()
+        self._log.close()
+
+
 def _table(report: dict[str, Any]) -> str:
-    lines = [f"model: {report['model']} on {report['device']}", ""]
-    header = f"{'fine-tuning':<12}{'steps':>6}{'batch':>6}{'tokens/s':>10}{'samples/s':>11}{'trainable':>11}"
+    lines = [f"model: {report['model']} on {report['device']}, server torch threads {report['torch_threads']}"
+             + (f", {' '.join(report['advisor_options'])}" if report["advisor_options"] else ""), ""]
+    if report["finetune"]:
+        header = f"{'fine-tuning':<12}{'steps':>6}{'batch':>6}{'tokens/s':>10}{'samples/s':>11}{'trainable':>11}"
+        lines += [header, "-" * len(header)]
+        for row in report["finetune"]:
+            lines.append(
+                f"{row['method']:<12}{row['steps']:>6}{row['batch_size']:>6}{row['tokens_per_s']:>10.0f}"
+                f"{row['samples_per_s']:>11.1f}{row['trainable_parameters']:>11}"
+            )
+        lines.append("")
+    header = (f"{'serving':<10}{'beside':>8}{'clients':>8}{'ans/s':>8}{'vs alone':>9}{'batch':>7}{'p50 ms':>8}"
+              f"{'p95 ms':>8}{'cores':>7}{'load':>6}{'lost':>6}")
     lines += [header, "-" * len(header)]
-    for row in report["finetune"]:
-        lines.append(
-            f"{row['method']:<12}{row['steps']:>6}{row['batch_size']:>6}{row['tokens_per_s']:>10.0f}"
-            f"{row['samples_per_s']:>11.1f}{row['trainable_parameters']:>11}"
-        )
-    header = f"{'serving':<12}{'clients':>8}{'req/s':>9}{'batch':>7}{'p50 ms':>9}{'p95 ms':>9}{'lost':>6}"
-    lines += ["", header, "-" * len(header)]
+    alone = {row["max_batch_size"]: row["requests_per_s"] for row in report["serve"] if not row["beside_training"]}
     for row in report["serve"]:
+        base = alone.get(row["max_batch_size"])
+        ratio = f"{row['requests_per_s'] / base:.2f}x" if base else "-"
+        cores = f"{row['server_cpu_cores']:.2f}" if row["server_cpu_cores"] is not None else "-"
+        load = f"{row['load_average']:.1f}" if row["load_average"] is not None else "-"
         lines.append(
-            f"{'batch ' + str(row['max_batch_size']):<12}{row['clients']:>8}{row['requests_per_s']:>9.1f}"
-            f"{row['mean_batch_size']:>7.1f}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}{row['lost']:>6}"
+            f"{'batch ' + str(row['max_batch_size']):<10}{'train' if row['beside_training'] else 'alone':>8}"
+            f"{row['clients']:>8}{row['requests_per_s']:>8.1f}{ratio:>9}{row['mean_batch_size']:>7.1f}"
+            f"{row['p50_ms']:>8.0f}{row['p95_ms']:>8.0f}{cores:>7}{load:>6}{row['lost']:>6}"
         )
-    lines += ["", f"served requests/s, max batch 32 vs 1: {report['serve_batching_speedup']:.2f}x"]
+    lines += ["", f"served answers/s alone, max batch 32 vs 1: {report['serve_batching_speedup']:.2f}x"]
     return "\n".join(lines)

@@ -2,7 +2,10 @@
 
 The answers come from ``vlm_server``'s ``HuggingFaceAdvisor`` (the same prompt, processor,
 left padding, greedy decoding and parser the server uses), so the scores describe the advisor
-as it will be served, not a training-time approximation of it.
+as it will be served, not a training-time approximation of it. One difference: evaluation
+decodes with plain greedy ``generate`` even where the server uses templated decoding, because
+templated answers always parse and the parse rate is meant to say whether the model has
+learnt to write the answer; wherever greedy writes it, both give the same answer.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ def advise(
         dtype=dtype,
         max_new_tokens=max_new_tokens,
         trust_remote_code=trust_remote_code,
+        templated_decoding=False,  # the parse rate scores the model's own writing (module docstring)
     )
     advisor.load()
     answers: list[tuple[tuple[float, float] | None, str | None]] = []

@@ -1,5 +1,6 @@
 import asyncio
 
+import numpy as np
 import pytest
 import torch
 
@@ -110,3 +111,74 @@ def test_a_folder_given_as_model_is_the_model_path(tmp_path):
     assert HuggingFaceAdvisor(model=tmp_path, model_path=str(tmp_path)).model_path == str(tmp_path)
     with pytest.raises(ValueError, match="model or as model_path, not both"):
         HuggingFaceAdvisor(model=str(tmp_path), model_path="other")
+
+
+def test_fast_inputs_equal_the_processors(tiny_llava, rgb):
+    from PIL import Image
+
+    from vlm_server.answers import build_prompt
+    from vlm_server.backends.hf_inputs import fast_inputs
+    from vlm_server.backends.hf_vlm import chat_prompt_text
+
+    processor, _ = tiny_llava
+    prompts = [build_prompt(4, 0.0), build_prompt(1, 12.5, {"target_ego_xy": [6.25, -1.5]}), build_prompt(2, 3.1)]
+    made = fast_inputs(processor, lambda p: chat_prompt_text(processor, p), prompts[:2], (192, 192))
+    assert made is not None
+    prompt_ids, pixels = made
+    for size in (192, 32, 50):  # downscaled, as it is, upscaled
+        images = np.stack([rgb(size, size, seed=s) for s in range(5)])
+        reference = processor.image_processor([Image.fromarray(i) for i in images], return_tensors="pt")
+        assert torch.allclose(pixels(images), reference["pixel_values"], atol=1e-5, rtol=0)
+    texts = [chat_prompt_text(processor, p) for p in prompts]
+    reference = processor(text=texts, images=[Image.fromarray(rgb(32, 32))] * 3, return_tensors="pt", padding=True)
+    for _ in range(2):  # tokenised, then from the cache
+        input_ids, attention_mask = prompt_ids.batch(prompts)
+        assert torch.equal(input_ids, reference["input_ids"])
+        assert torch.equal(attention_mask, reference["attention_mask"])
+    assert (prompt_ids.misses, prompt_ids.hits) == (1, 5)  # the two probes were tokenised by the check
+    prompt_ids.cache_size = 2
+    prompt_ids.batch(prompts)
+    assert len(prompt_ids._cache) == 2  # bounded: the least recently used prompt goes
+
+
+def test_fast_inputs_answer_as_the_processor_does(tiny_llava, rgb):
+    processor, model = tiny_llava
+    fast = HuggingFaceAdvisor(processor=processor, model=model, max_new_tokens=6, image_size=32)
+    fast.load()
+    assert fast.fast_inputs is not None and fast.decoder is None  # no answer template: generate decodes
+    slow = HuggingFaceAdvisor(processor=processor, model=model, max_new_tokens=6, image_size=32, fast_inputs=False)
+    slow.load()
+    assert slow.fast_inputs is None  # the processor, as before
+    batch = items(rgb)
+    assert [r.text for r in fast.advise_batch(batch)] == [r.text for r in slow.advise_batch(batch)]
+
+
+def test_torch_threads_are_applied_at_load_and_kept(tiny_llava):
+    processor, model = tiny_llava
+    before = torch.get_num_threads()
+    try:
+        advisor = HuggingFaceAdvisor(processor=processor, model=model, torch_threads=1)
+        advisor.load()
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        advisor._keep_threads()  # advise_batch re-applies it (OpenMP keeps the setting per thread)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert HuggingFaceAdvisor(processor=processor, model=model).torch_threads is None  # torch's default
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "2", True, "auto"])
+def test_a_bad_torch_threads_is_refused_naming_it(value):
+    from vlm_server.backends.base import load_backend
+
+    with pytest.raises(ValueError, match="torch_threads must be an int >= 1"):
+        HuggingFaceAdvisor(model_path="x", torch_threads=value)
+    with pytest.raises(ValueError, match="torch_threads"):
+        load_backend("hf", {"model_path": "x", "torch_threads": value})
+
+
+def test_torch_threads_comes_from_the_command_line_as_an_int():
+    from vlm_server.cli import parse_options
+
+    assert parse_options(["torch_threads=1"], "--advisor-option") == {"torch_threads": 1}
