@@ -94,7 +94,7 @@ def fast_stages(advisor: Any, items: list[Any], repeats: int) -> dict[str, float
     prompts = [item_prompt(item) for item in items]
 
     def ids_uncached() -> Any:
-        prompt_ids._cache.clear()
+        prompt_ids.clear()
         return prompt_ids.batch(prompts)
 
     inputs = advisor.model_inputs(items)

@@ -135,24 +135,24 @@ class TemplatedDecoder:
         input_ids, attention_mask = inputs["input_ids"], inputs["attention_mask"]
         device = input_ids.device
         fixed = [torch.tensor(run, device=device).expand(len(input_ids), -1) for run in self.template.fixed]
-        slots = [s.to(device) for s in self._slots]
+        integers, fractions = (s.to(device) for s in self._slots)
+        # each number: its integer slot (nothing follows it), then its fraction slot and the fixed run after it
+        plan = [step for run in fixed[1:] for step in ((integers, run[:, :0]), (fractions, run))]
         chosen = [fixed[0]]
         pending = torch.cat([input_ids, fixed[0]], dim=1)
         mask = torch.cat([attention_mask, torch.ones_like(fixed[0])], dim=1)
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as generate derives them
         cache = None
         extra = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
-        for number in range(len(self.template.fixed) - 1):
-            for slot in slots:
-                logits, cache = self._forward(pending, mask, positions[:, -pending.shape[1]:], cache, extra)
-                extra = {}
-                token = slot[logits.index_select(-1, slot).argmax(-1)].unsqueeze(1)
-                follow = fixed[number + 1] if slot is slots[1] else token[:, :0]
-                chosen += [token, follow]
-                pending = torch.cat([token, follow], dim=1)
-                mask = torch.cat([mask, torch.ones_like(pending)], dim=1)
-                steps = torch.arange(1, pending.shape[1] + 1, device=device)
-                positions = torch.cat([positions, positions[:, -1:] + steps], dim=1)
+        for allowed, follow in plan:
+            logits, cache = self._forward(pending, mask, positions[:, -pending.shape[1]:], cache, extra)
+            extra = {}  # the image goes in with the prompt only
+            token = allowed[logits.index_select(-1, allowed).argmax(-1)].unsqueeze(1)
+            chosen += [token, follow]
+            pending = torch.cat([token, follow], dim=1)
+            mask = torch.cat([mask, torch.ones_like(pending)], dim=1)
+            steps = torch.arange(1, pending.shape[1] + 1, device=device)
+            positions = torch.cat([positions, positions[:, -1:] + steps], dim=1)
         return torch.cat(chosen, dim=1)
 
     def _forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any, extra: dict[str, Any]) -> tuple[Any, Any]:

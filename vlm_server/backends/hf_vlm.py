@@ -49,10 +49,6 @@ def item_prompt(item: AdviseItem) -> str:
     return build_prompt(item.command, item.speed_mps, item.state)
 
 
-TEMPLATED_CHOICES = ("auto", True, False)
-"""``templated_decoding``: auto (when the tokenizer supports it), always (refuse others), never."""
-
-
 def check_torch_threads(value: Any) -> int | None:
     """``torch_threads`` as an int >= 1, or None (torch's default).
 
@@ -98,8 +94,8 @@ class HuggingFaceAdvisor:
             on 2 cores takes 1 (more threads only spin against the run's processes).
         templated_decoding: ``"auto"`` (default) feeds the answer's fixed tokens and chooses only
             its number slots when the tokenizer writes answers that way (``found-rl vlm init``
-            models), else uses ``generate``; True refuses, at load, a model that cannot; False
-            always uses ``generate``.
+            models and ``max_new_tokens`` holds an answer), else uses ``generate``; True refuses,
+            at load, a model that cannot; False always uses ``generate``.
         fast_inputs: True (default) builds the inputs without the processor where ``load`` finds
             that path gives the processor's own inputs; False always calls the processor.
         processor, model: already-built objects (tests, notebooks); skip loading. ``model`` may
@@ -140,7 +136,7 @@ class HuggingFaceAdvisor:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if image_size is not None and (type(image_size) is not int or image_size < 1):
             raise ValueError(f"image_size must be an int >= 1 (px), got {image_size!r}")
-        if not any(templated_decoding is choice or templated_decoding == choice for choice in TEMPLATED_CHOICES):
+        if not (isinstance(templated_decoding, bool) or templated_decoding == "auto"):
             raise ValueError(f"templated_decoding must be auto, true or false, got {templated_decoding!r}")
         if not isinstance(fast_inputs, bool):
             raise ValueError(f"fast_inputs must be true or false, got {fast_inputs!r}")
