@@ -197,7 +197,11 @@ class AdvisorConfig(_Strict):
         "repeatable", description="repeatable: answers attach at a fixed lag (same seed, same run); async: on arrival"
     )
     label_lag_steps: int = Field(
-        4, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer"
+        8, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer"
+    )
+    request_items: int = Field(
+        16, ge=1, description="requests leave in batches of this many items, or once the oldest is half the "
+        "label lag old (a served model answers a batch for about the price of one item)",
     )
     label_rate: LabelRate = Field(
         "auto", description="share of observations the advisor is asked about, a pure function of the step id; "
@@ -205,6 +209,9 @@ class AdvisorConfig(_Strict):
     )
     auto_rate_steps_per_s: FiniteFloat = Field(
         100.0, gt=0, description="label_rate auto: the loop speed (env steps/s) the rate is chosen for",
+    )
+    auto_cpu_share: FiniteFloat = Field(
+        0.15, gt=0, le=1, description="label_rate auto: the share of a core the advisor may take from the loop",
     )
     down_wait_s: FiniteFloat = Field(
         60.0, ge=0, description="repeatable mode: how long an advisor that gives no answer is asked again",

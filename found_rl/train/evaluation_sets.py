@@ -19,6 +19,7 @@ from found_rl.errors import UserError
 from found_rl.scenario import Scenario, load_scenario
 from found_rl.train.config import RunConfig
 from found_rl.train.evaluator import EvaluationResult, EvaluationWorker, prepare_eval_routes
+from found_rl.train.resources import Placement
 
 SCORE_KEYS = ("route_completion", "driving_score", "infraction_penalty")
 
@@ -117,12 +118,13 @@ def _weighted(items: Sequence[tuple[EvaluationSet, EvaluationResult, int]]) -> d
 class EvaluationSets:
     """One evaluation worker per set, driven together: every agent drives every set."""
 
-    def __init__(self, plan: EvaluationPlan, seed: int, bev_pool: int, *, nice: int = 0) -> None:
+    def __init__(self, plan: EvaluationPlan, seed: int, bev_pool: int, *, placement: Placement | None = None) -> None:
         self.plan = plan
         self.workers: dict[str, EvaluationWorker] = {}
         try:
             for item in plan.sets:
-                self.workers[item.name] = EvaluationWorker(item.scenario, item.routes_path, seed, bev_pool, nice=nice)
+                self.workers[item.name] = EvaluationWorker(item.scenario, item.routes_path, seed, bev_pool,
+                                                           placement=placement)
         except BaseException:
             self.close()
             raise

@@ -25,6 +25,7 @@ import numpy as np
 from found_rl.atomic import replaced_atomically
 from found_rl.errors import UserError
 from found_rl.scenario import Scenario, load_scenario
+from found_rl.train.resources import Placement
 
 _REPLY_TIMEOUT_S = 3600.0
 
@@ -125,13 +126,13 @@ class EvaluationResult:
 
 
 def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int,
-                 nice: int = 0) -> None:
+                 placement: Placement | None = None) -> None:
     """The evaluation process: one env, commands from the trainer until it says stop (or dies)."""
     from fast_sampler.executors.process_worker import die_with_parent
-    from found_rl.train.resources import lower_priority
 
     die_with_parent()  # a trainer killed with SIGKILL takes this worker with it, silently
-    lower_priority(nice, "resources.evaluator_nice")  # the learner's core is the learner's
+    if placement is not None:  # the learner's core is the learner's
+        placement.apply()
     import torch
 
     torch.set_num_threads(1)  # the trainer and the env workers own the other cores
@@ -196,15 +197,15 @@ class EvaluationWorker:
         routes_path: the run's ``eval_routes.xml``.
         seed: seed of every evaluation episode (the same episodes every time).
         bev_pool: the BEV max-pooling the trained policy reads (``BevConfig.pool``).
-        nice: how much lower than the trainer's the worker's CPU priority is.
+        placement: the worker's priority and CPUs beside the trainer (``None``: the trainer's).
     """
 
     def __init__(self, scenario_path: Path, routes_path: Path, seed: int, bev_pool: int = 2, *,
-                 nice: int = 0) -> None:
+                 placement: Placement | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool, nice),
+            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool, placement),
             name="found-rl-eval", daemon=True,
         )
         self.process.start()

@@ -66,16 +66,17 @@ def check_rate(rate: float, source: str | None = "advisor.label_rate") -> float:
     return float(rate)
 
 
-def rate_for(answers_per_s: float, env_steps_per_s: float, *, headroom: float = 0.5,
+def rate_for(answers_per_s: float, env_steps_per_s: float, *, cpu_share: float = 0.15,
              floor: float = 0.01) -> float:
-    """The share of env steps an advisor answering ``answers_per_s`` can label without the loop
-    waiting, with ``headroom`` for the CPU the loop itself takes from a server beside it.
+    """The share of env steps an advisor answering ``answers_per_s`` (alone, on its own threads)
+    labels while taking ``cpu_share`` of its core: on a laptop the advisor and the loop share
+    the CPU, so every answer is time the learner does not get.
 
     Rounded down to two significant digits, so the recorded number reads as chosen.
     """
     if answers_per_s <= 0:
         return floor
-    rate = min(1.0, headroom * answers_per_s / max(env_steps_per_s, 1e-9))
+    rate = min(1.0, cpu_share * answers_per_s / max(env_steps_per_s, 1e-9))
     if rate >= 1.0:
         return 1.0
     digits = 1 - math.floor(math.log10(rate))

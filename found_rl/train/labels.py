@@ -51,6 +51,8 @@ class LabelClient(Protocol):
 
     def submit(self, item_id: str, payload: dict[str, Any], kind: str = "advise") -> None: ...
 
+    def submit_many(self, items: list[tuple[str, dict[str, Any], str]]) -> None: ...
+
     def poll(self, wait_s: float = 0.0) -> list[tuple[str, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
@@ -139,6 +141,12 @@ class AdvisorLink:
         check_interrupt: called while the link waits, so a stop request ends a long wait at a
             point where nothing is half done.
         probe_interval_s: while the advisor is down, send one request this often.
+        request_items: requests leave in batches of at least this many items, or once the
+            oldest waiting one is half the label lag old (repeatable) or a lock-step old: a
+            served model answers a batch of 16 for about the price of one, and each HTTP request
+            costs the loop's own process time.
+        cpu_share: ``rate=None``: the share of a core the advisor may take (its answers/s at
+            batches of ``request_items``, times this, over the loop's env steps/s).
     """
 
     def __init__(
@@ -146,6 +154,7 @@ class AdvisorLink:
         rate: float | None = 1.0, auto_rate_steps_per_s: float = 100.0, on_rate_chosen: RateChosen | None = None,
         down_wait_s: float = 60.0, stop_when_down: bool = False, advisor_name: str = "the advisor",
         check_interrupt: Callable[[], None] | None = None, probe_interval_s: float = 2.0,
+        request_items: int = 1, cpu_share: float = 0.15,
     ) -> None:
         if lag_steps is not None and lag_steps < 0:
             raise UserError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
@@ -163,6 +172,13 @@ class AdvisorLink:
         self.advisor_name = advisor_name
         self.check_interrupt = check_interrupt or (lambda: None)
         self.probe_interval_s = probe_interval_s
+        if request_items < 1:
+            raise UserError(f"advisor.request_items: must be >= 1, got {request_items}")
+        self.request_items = request_items
+        self.cpu_share = cpu_share
+        self._outbox: list[tuple[str, dict[str, Any], str]] = []
+        self._outbox_since: int | None = None
+        """the lock-step of the oldest request waiting in the outbox"""
         self.stats = LabelStats()
         self.is_up = True
         self.not_repeatable_from: int | None = None
@@ -215,6 +231,21 @@ class AdvisorLink:
                 sent += self.submit(batch.step_id(int(clip)), advice, batch.actions[clip], env_step)
         if self.repeatable and sent:
             self._due.append((lock_step, sent))
+        if sent and self._outbox_since is None:
+            self._outbox_since = lock_step
+        if len(self._outbox) >= self.request_items or (
+                self._outbox_since is not None and lock_step - self._outbox_since >= self._flush_age):
+            self._send_outbox()
+
+    @property
+    def _flush_age(self) -> int:
+        """Lock-steps a request may wait in the outbox: half the label lag, at least one."""
+        return max(1, (self.lag_steps or 0) // 2) if self.repeatable else 1
+
+    def _send_outbox(self) -> None:
+        if self._outbox:
+            self.client.submit_many(self._outbox)
+        self._outbox, self._outbox_since = [], None
 
     def _choose_rate(self, batch: StepBatch, clips: np.ndarray) -> None:
         """``rate="auto"``: measure the advisor's answers/s on this lock-step's requests, once."""
@@ -225,8 +256,9 @@ class AdvisorLink:
                 payloads += self._payloads(advice, batch.actions[clip])
         if not payloads:
             return
-        answers_per_s = probe_answers_per_s(self.client, payloads)
-        self.rate = rate_for(answers_per_s, self.auto_rate_steps_per_s * len(payloads) / len(clips))
+        answers_per_s = probe_answers_per_s(self.client, payloads, items=max(self.request_items, 8))
+        self.rate = rate_for(answers_per_s, self.auto_rate_steps_per_s * len(payloads) / len(clips),
+                             cpu_share=self.cpu_share)
         log.info("advisor answers %.0f requests/s: label rate %.2g for a loop of %.0f env steps/s",
                  answers_per_s, self.rate, self.auto_rate_steps_per_s)
         if self.on_rate_chosen is not None:
@@ -263,7 +295,9 @@ class AdvisorLink:
         if self.repeatable:
             self._requests[identifier] = (payload, kind)
         self.stats.submitted += 1
-        self.client.submit(identifier, payload, kind)
+        self._outbox.append((identifier, payload, kind))
+        if self.request_items == 1:
+            self._send_outbox()
         return identifier
 
     def collect(self, attach: Attach, env_step: int, lock_step: int = 0) -> int:
@@ -285,6 +319,7 @@ class AdvisorLink:
 
         Repeatable mode waits for each; asynchronous mode takes what arrived.
         """
+        self._send_outbox()
         if not self.repeatable:
             return self.collect(attach, env_step)
         attached = 0
@@ -313,6 +348,7 @@ class AdvisorLink:
         A reply saying the advisor did not answer is asked again, for ``down_wait_s``; then the
         run stops or is marked not repeatable (``stop_when_down``).
         """
+        self._send_outbox()  # nothing waited for may still sit here
         deadline = time.monotonic() + MISSING_REPLY_S
         down_since: float | None = None
         while True:

@@ -58,7 +58,7 @@ from found_rl.train.evaluation_sets import (
 )
 from found_rl.train.labels import AdvisorLink
 from found_rl.train.learners import build_learner, network_name
-from found_rl.train.resources import niced, pin_learner, server_threads, usable_cores
+from found_rl.train.resources import Placement, pin_learner, placed, server_threads, split_cpus, usable_cores
 from found_rl.train.run_folder import RunFolder, append_jsonl, read_jsonl, truncate_jsonl
 from found_rl.train.server import SpawnedServer
 from found_rl.train.stopping import Interrupted, StopRequests
@@ -180,9 +180,12 @@ class Trainer:
             folder.create(config)
         plan = plan_evaluation_sets(config, folder.eval_routes) if config.evaluation.enabled else NO_EVALUATION
         want_actions, want_clip, with_image = self._wants()
+        resources = config.resources
+        learner_cpus, other_cpus = split_cpus(resources.learner_cpus)
         factories = self._env_factories(plan, with_state=want_actions, with_image=with_image)
         if config.sampler.executor != "inprocess":  # the workers yield the CPU to the learner
-            factories = [niced(factory, config.resources.worker_nice) for factory in factories]
+            workers = Placement("resources.worker_nice", resources.worker_nice, other_cpus)
+            factories = [placed(factory, workers) for factory in factories]
         executor = make_executor(factories, config.sampler.executor)
         sampler = stack.enter_context(FastSampler(
             executor, self._act, rho=config.sampler.rho, horizon=config.sampler.horizon,
@@ -196,12 +199,15 @@ class Trainer:
         )
         self.evaluator: EvaluationSets | None = None
         if plan.sets:
-            self.evaluator = EvaluationSets(plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset],
-                                            nice=config.resources.evaluator_nice)
+            self.evaluator = EvaluationSets(
+                plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset],
+                placement=Placement("resources.evaluator_nice", resources.evaluator_nice, other_cpus),
+            )
             stack.callback(self.evaluator.close)
-        self.link = self._start_advisor(stack, want_actions, want_clip)
+        self.link = self._start_advisor(
+            stack, want_actions, want_clip, Placement("resources.server_nice", resources.server_nice, other_cpus))
         stack.callback(self.telemetry.open(folder.root).close)
-        pin_learner(config.resources.learner_cpus)  # after every child started: they must not inherit it
+        pin_learner(learner_cpus)  # after every child started: none may inherit it
 
         if state is not None:
             self._restore(state)
@@ -253,7 +259,8 @@ class Trainer:
     def _policy_state(self) -> dict[str, torch.Tensor]:
         return self.collector.policy_network.state_dict()
 
-    def _start_advisor(self, stack: ExitStack, want_actions: bool, want_clip: bool) -> AdvisorLink | None:
+    def _start_advisor(self, stack: ExitStack, want_actions: bool, want_clip: bool,
+                       placement: Placement) -> AdvisorLink | None:
         advisor = self.config.advisor
         if not (want_actions or want_clip):
             return None
@@ -263,7 +270,7 @@ class Trainer:
             server = SpawnedServer(
                 advisor.spawn, advisor.spawn_options, advisor.clip, advisor.clip_options,
                 log_path=self.folder.server_log, ready_timeout_s=advisor.ready_timeout_s,
-                threads=server_threads(resources.server_threads), nice=resources.server_nice,
+                threads=server_threads(resources.server_threads), placement=placement,
             )
             stack.enter_context(server)
             urls = [server.url]
@@ -278,6 +285,7 @@ class Trainer:
             auto_rate_steps_per_s=advisor.auto_rate_steps_per_s, on_rate_chosen=self._record_label_rate,
             down_wait_s=advisor.down_wait_s, stop_when_down=advisor.when_down == "stop",
             advisor_name=f"the advisor at {', '.join(urls)}", check_interrupt=self.stop.check,
+            request_items=advisor.request_items, cpu_share=advisor.auto_cpu_share,
         )
         stack.callback(link.close)
         return link

@@ -21,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from found_rl.train.resources import Placement
+
 _STOP_GRACE_S = 10.0
 
 
@@ -42,13 +44,12 @@ def _die_with_parent() -> None:  # pragma: no cover (runs in the child before ex
         pass
 
 
-def _prepare_child(nice: int) -> None:  # pragma: no cover (runs in the child before exec)
-    """Before exec: die with the trainer (Linux), and yield the CPU to it by ``nice``."""
+def _prepare_child(placement: Placement | None) -> None:  # pragma: no cover (runs in the child before exec)
+    """Before exec: die with the trainer (Linux), and yield the CPU to it (its session's group too)."""
     if sys.platform.startswith("linux"):
         _die_with_parent()
-    if nice > 0:
-        with contextlib.suppress(OSError):  # refused: the server keeps the trainer's priority
-            os.nice(nice)
+    if placement is not None:
+        placement.apply(own_session=True)
 
 
 def thread_environment(threads: int | None) -> dict[str, str]:
@@ -86,7 +87,7 @@ class SpawnedServer:
         ready_timeout_s: how long loading may take before the run gives up.
         port: loopback port (default: a free one).
         threads: torch/OpenMP threads of the server (``None``: the library defaults).
-        nice: how much lower than the trainer's the server's CPU priority is.
+        placement: its priority and CPUs beside the trainer (``None``: the trainer's).
     """
 
     def __init__(
@@ -100,14 +101,14 @@ class SpawnedServer:
         ready_timeout_s: float = 120.0,
         port: int | None = None,
         threads: int | None = None,
-        nice: int = 0,
+        placement: Placement | None = None,
     ) -> None:
         self.port = port or free_loopback_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
         self.command = serve_command(self.port, advisor, advisor_options or {}, clip, clip_options or {})
-        self.threads, self.nice = threads, nice
+        self.threads, self.placement = threads, placement
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> SpawnedServer:
@@ -124,7 +125,7 @@ class SpawnedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the trainer, which stops the server itself
-                preexec_fn=functools.partial(_prepare_child, self.nice),
+                preexec_fn=functools.partial(_prepare_child, self.placement),
                 env=thread_environment(self.threads),
             )
         deadline = time.monotonic() + self.ready_timeout_s

@@ -48,9 +48,10 @@ def test_a_rate_outside_zero_one_is_refused_naming_the_field(bad):
 
 
 def test_the_rate_an_advisor_affords():
-    assert rate_for(400.0, 100.0) == 1.0  # fast enough for every observation
-    assert rate_for(30.0, 100.0) == 0.15  # half of 30 answers/s over 100 env steps/s
-    assert rate_for(7.3, 100.0) == 0.036  # two significant digits, rounded down
+    assert rate_for(400.0, 100.0, cpu_share=0.5) == 1.0  # fast enough for every observation
+    assert rate_for(30.0, 100.0, cpu_share=0.5) == 0.15  # half a core's 30 answers/s over 100 env steps/s
+    assert rate_for(200.0, 100.0) == 0.3  # the default: 15 % of a core
+    assert rate_for(7.3, 100.0, cpu_share=0.5) == 0.036  # two significant digits, rounded down
     assert rate_for(0.0, 100.0) == 0.01  # never zero: a probe that failed still asks about some
 
 

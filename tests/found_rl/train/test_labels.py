@@ -187,6 +187,10 @@ class ScriptedClient:
     def submit(self, item_id, payload, kind="advise"):
         self.queue.append([int(self.rng.integers(0, 4)), item_id, {"ok": True, "action": [payload["speed_mps"], 0.0]}])
 
+    def submit_many(self, items):
+        for item in items:
+            self.submit(*item)
+
     def poll(self, wait_s=0.0):
         for item in self.queue:
             item[0] -= 1

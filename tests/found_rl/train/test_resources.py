@@ -8,24 +8,30 @@ import os
 
 import pytest
 
-from found_rl.train.resources import lower_priority, niced, pin_learner, server_threads, usable_cores
+from found_rl.train.resources import Placement, lower_priority, placed, server_threads, split_cpus, usable_cores
 
 
 def own_nice() -> int:
     return os.nice(0)
 
 
-def report_nice(queue) -> None:
-    queue.put(niced(own_nice, 3)())
+def own_placement() -> tuple[int, set[int]]:
+    return os.nice(0), os.sched_getaffinity(0)
 
 
-def test_a_niced_factory_lowers_the_priority_of_the_worker_it_runs_in():
+def report_placement(queue, cpus) -> None:
+    queue.put(placed(own_placement, Placement("resources.worker_nice", 3, cpus))())
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux-only")
+def test_a_placed_factory_lowers_the_priority_and_sets_the_cpus_of_the_worker_it_runs_in():
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
-    child = context.Process(target=report_nice, args=(queue,))
+    cpus = (min(os.sched_getaffinity(0)),)
+    child = context.Process(target=report_placement, args=(queue, cpus))
     child.start()
     child.join(30)
-    assert queue.get(timeout=5) == os.nice(0) + 3  # the worker's, not ours
+    assert queue.get(timeout=5) == (os.nice(0) + 3, set(cpus))  # the worker's, not ours
     assert child.exitcode == 0
 
 
@@ -48,8 +54,16 @@ def test_more_server_threads_than_cores_warn_and_use_the_cores(caplog):
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning is Linux-only")
 def test_pinning_to_cpus_this_process_cannot_use_warns_and_pins_nothing(caplog):
-    before = os.sched_getaffinity(0)
+    allowed = os.sched_getaffinity(0)
     with caplog.at_level(logging.WARNING):
-        pin_learner([max(before) + 64])
+        assert split_cpus([max(allowed) + 64]) == (None, None)
     assert "resources.learner_cpus" in caplog.text
-    assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning is Linux-only")
+def test_the_learners_cpus_are_kept_from_everyone_else():
+    allowed = sorted(os.sched_getaffinity(0))
+    assert split_cpus(None) == (None, None)
+    assert split_cpus(allowed) == (tuple(allowed), None)  # every CPU to the learner: nobody restricted
+    if len(allowed) > 1:
+        assert split_cpus([allowed[-1]]) == ((allowed[-1],), tuple(allowed[:-1]))
