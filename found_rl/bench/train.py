@@ -57,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="advisor VLM folder for the VLM configuration (default: an untrained `vlm init "
                              "--preset small` model, which answers as fast as a trained one)")
     parser.add_argument("--skip-vlm", action="store_true", help="leave the VLM configuration out")
+    parser.add_argument("--repeat", type=int_at_least(1), default=1,
+                        help="run every configuration this many times, round-robin, and report the median run of "
+                             "each (a shared machine's speed drifts by 10-20 %% over minutes)")
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(run=run)
 
@@ -98,6 +101,14 @@ def _measure(args: argparse.Namespace, name: str, root: Path, vlm_model: Path | 
     if advisor != "none":
         row.update(result.labels)
     return row
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median env steps/s (a whole run, so its figures stay consistent)."""
+    ranked = sorted(runs, key=lambda row: row["env_steps_per_s"])
+    chosen = dict(ranked[(len(ranked) - 1) // 2])
+    chosen["env_steps_per_s_all"] = [row["env_steps_per_s"] for row in runs]
+    return chosen
 
 
 def _ratio(a: float, b: float) -> float:
@@ -152,8 +163,13 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="found-rl-bench-train-") as folder:
         root = Path(folder)
         vlm_model = None if args.skip_vlm else (args.vlm_model or _untrained_vlm(root / "vlm-small"))
-        rows = {name: _measure(args, name, root, vlm_model) for name in names}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        for round_index in range(args.repeat):
+            for name in names:
+                runs[name].append(_measure(args, name, root / f"round-{round_index}", vlm_model))
+    rows = {name: _median_run(measured) for name, measured in runs.items()}
     report = _report(rows)
+    report["repeat"] = args.repeat
     if args.json:
         print(json.dumps(report))
         return 0
