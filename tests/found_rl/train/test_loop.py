@@ -29,7 +29,7 @@ def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
     config = validate_run_config(tiny_run_config(
         budget={"env_steps": 240},
-        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}, "label_rate": 1.0},
         guidance={"vmr": {"enabled": True}, "awag": {"enabled": True}},
         evaluation={"enabled": True, "every_env_steps": 10_000, "routes": 1, "references": ["still"]},
     ), "test", root)
@@ -120,7 +120,7 @@ def test_drqv2_trains_with_guidance_and_its_policy_loads(tmp_path):
 
     config = validate_run_config(tiny_run_config(
         algorithm="drqv2", budget={"env_steps": 120},
-        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}},
+        advisor={"spawn": "fixed-cost", "spawn_options": {"base_ms": 1.0}, "label_rate": 1.0},
         guidance={"vmr": {"enabled": True}, "awag": {"enabled": True}},
     ), "test", tmp_path)
     trainer = Trainer(config, tmp_path / "run", show_progress=False)
