@@ -20,6 +20,8 @@ from found_rl.train.run_folder import read_jsonl
 
 from .conftest import tiny_run_config
 
+pytestmark = pytest.mark.xdist_group("finished_run")  # one worker builds the module's runs once
+
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):

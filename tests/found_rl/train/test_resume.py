@@ -15,6 +15,8 @@ from found_rl.checkpoint import read_checkpoint
 
 from .conftest import train_command
 
+pytestmark = pytest.mark.xdist_group("guided_runs")  # one worker builds the module's runs once
+
 IGNORED = {"wall_s"}  # wall time differs, by nature
 
 
