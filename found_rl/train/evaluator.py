@@ -236,13 +236,6 @@ class EvaluationWorker:
         """
         return self._receive(self._doing)
 
-    def evaluate(
-        self, agent: str, label: str, results_path: Path, video_dir: Path | None, identity: dict[str, Any]
-    ) -> EvaluationResult:
-        """Drive every evaluation route with ``agent`` and wait for the result."""
-        self.start(agent, label, results_path, video_dir, identity)
-        return self.finish()
-
     def _receive(self, doing: str) -> Any:
         if not self._conn.poll(_REPLY_TIMEOUT_S):
             raise RuntimeError(f"the evaluation worker did not answer while {doing}")

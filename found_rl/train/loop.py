@@ -100,13 +100,12 @@ class TrainResult:
     interrupted: bool
     label_coverage: float
     evaluation_sets: tuple[EvaluationSet, ...] = ()
-    not_repeatable_from: int | None = None
-    """the lock-step from which the run no longer repeats (its advisor went down), if any"""
     learning_env_steps_per_s: float = 0.0
     """env steps/s from this session's first update on (the random-action warm-up left out)"""
     learning_updates_per_s: float = 0.0
     labels: dict[str, Any] | None = None
-    """the label path's :meth:`~found_rl.train.labels.AdvisorLink.summary` (``None`` without an advisor)"""
+    """the label path's :meth:`~found_rl.train.labels.AdvisorLink.summary`, its ``repeatable`` and
+    ``not_repeatable_from`` included (``None`` without an advisor)"""
 
 
 @dataclass(frozen=True)
@@ -519,7 +518,6 @@ class Trainer:
             interrupted=interrupted,
             label_coverage=self._label_coverage(),
             evaluation_sets=self.evaluator.plan.sets if self.evaluator is not None else (),
-            not_repeatable_from=None if self.link is None else self.link.not_repeatable_from,
             learning_env_steps_per_s=learning_steps,
             learning_updates_per_s=learning_updates,
             labels=None if self.link is None else self.link.summary(),
