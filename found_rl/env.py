@@ -124,11 +124,8 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.monitor = InfractionMonitor(infraction_config)
         drivable_area(backend.map)  # build the map's road union now rather than in the first reset
 
-        state_space = gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
-        spaces: dict[str, gym.Space] = {"state": state_space}
-        if observation == "bev":
-            spaces = {"bev": gym.spaces.Box(0, 255, self.renderer.observation_shape, np.uint8), **spaces}
-        self.observation_space = gym.spaces.Dict(spaces)
+        self._can_observe_bev = observation == "bev"
+        self.observation_space = self._observation_space(observation)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
 
         self._snapshot: WorldSnapshot | None = None
@@ -244,6 +241,29 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.render_mode is None:
             return None
         return self.rgb_bev()
+
+    def set_observation(self, observation: ObservationKind) -> None:
+        """Observe ``"state"`` only or ``"bev"`` too from the next reset on: an evaluation worker
+        drives agents that read no BEV (the expert, the reference policies) without rendering one
+        per step, and trained policies with it, in one simulator.
+
+        Raises:
+            ValueError: ``"bev"`` on an env built with ``observation="state"`` (its renderer has
+                no map), or an unknown kind.
+        """
+        if observation not in ("bev", "state"):
+            raise ValueError(f"DrivingEnv.set_observation: 'bev' or 'state', got {observation!r}")
+        if observation == "bev" and not self._can_observe_bev:
+            raise ValueError("DrivingEnv.set_observation: this env was built with observation='state'; "
+                             "build it with observation='bev' to switch between the two")
+        self.observation_kind = observation
+        self.observation_space = self._observation_space(observation)
+
+    def _observation_space(self, observation: ObservationKind) -> gym.spaces.Dict:
+        spaces: dict[str, gym.Space] = {"state": gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)}
+        if observation == "bev":
+            spaces = {"bev": gym.spaces.Box(0, 255, self.renderer.observation_shape, np.uint8), **spaces}
+        return gym.spaces.Dict(spaces)
 
     def rgb_bev(self) -> np.ndarray:
         """The 192 × 192 × 3 RGB BEV of the last snapshot, whatever the ``render_mode`` (what an

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from found_rl.errors import OutsideFailure, UserError
 
@@ -39,7 +39,10 @@ REPORT_LINE = (
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(configured: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command line with the arguments of the ``configured`` subcommands (default: all) and
+    the others' names only: a command imports only its own module (``found-rl serve`` none of
+    training's)."""
     parser = argparse.ArgumentParser(
         prog="found-rl",
         description="Foundation-model-guided reinforcement learning for autonomous driving.",
@@ -47,8 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module_name).configure(sub)
+        if configured is None or name in configured:
+            importlib.import_module(module_name).configure(sub)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word: ``found-rl`` itself takes only ``-h``)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     failure outside found-rl (:class:`~found_rl.errors.OutsideFailure`) prints one line and exits 3;
     anything else is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
     """
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command_named(argv)
+    parser = build_parser([command] if command is not None else [])
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

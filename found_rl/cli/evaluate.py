@@ -116,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
     agent = make_agent(args.agent, device=args.device, advisor_timeout_s=args.advisor_timeout)
     env = backend = None
     try:
-        observation = "bev" if args.agent.startswith(("checkpoint:", "advisor:")) else "state"  # others read no BEV
         render_mode = "rgb_array" if args.video_dir is not None else None
         if args.carla_root is not None:
             from found_rl.sim.carla.supervised_backend import start_supervised_backend
@@ -124,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             backend = start_supervised_backend(scenario, carla_root=args.carla_root, gpu=args.carla_gpu)
         bev = {"bev_config": agent.bev_config()} if isinstance(agent, CheckpointAgent) else {}
         env = gym.make(
-            DRIVING_ENV_ID, scenario=scenario, observation=observation, render_mode=render_mode, backend=backend, **bev
+            DRIVING_ENV_ID, scenario=scenario, observation=agent.observation, render_mode=render_mode,
+            backend=backend, **bev,
         )
         if isinstance(agent, CheckpointAgent):
             agent.check_observation_space(env.observation_space)

@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from found_rl.errors import UserError
 from found_rl.expert import ExpertObserver
 from found_rl.world import WorldSnapshot
+
+if TYPE_CHECKING:
+    from found_rl.env import ObservationKind
 
 FALLBACK_ACTION = np.array([-1.0, 0.0], dtype=np.float32)
 """Full brake, used until the advisor has answered once in an episode."""
@@ -61,6 +65,8 @@ class AdvisorAgent:
     Raises:
         ValueError: if the server does not answer its health check in time.
     """
+
+    observation: ObservationKind = "bev"
 
     def __init__(self, url: str, timeout_s: float = 10.0) -> None:
         from vlm_server.client import BlockingAdvisorClient

@@ -9,13 +9,16 @@ termination is the env's business, so the rules are the same for all of them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver
 from found_rl.world import WorldSnapshot
+
+if TYPE_CHECKING:
+    from found_rl.env import ObservationKind
 
 AGENT_SPECS = ("expert", "still", "throttle", "checkpoint:PATH", "advisor:URL")
 
@@ -24,6 +27,8 @@ class Agent(Protocol):
     """A driver for evaluation."""
 
     name: str
+    observation: ObservationKind
+    """What the agent reads besides the snapshot: ``"bev"`` or ``"state"`` (no BEV is rendered)."""
 
     def reset(self) -> None:
         """Forget the previous episode."""
@@ -39,6 +44,7 @@ class ExpertAgent:
     """The privileged expert (reads only the snapshot)."""
 
     name = "expert"
+    observation: ObservationKind = "state"
 
     def __init__(self) -> None:
         self.driver = ExpertDriver()
@@ -55,6 +61,8 @@ class ExpertAgent:
 
 class ConstantAgent:
     """A fixed ``(acc, steer)`` on every step: the floor a trained policy must clear."""
+
+    observation: ObservationKind = "state"
 
     def __init__(self, name: str, acc: float, steer: float = 0.0) -> None:
         self.name = name
@@ -76,6 +84,8 @@ CONSTANT_AGENTS = {"still": 0.0, "throttle": 1.0}
 
 class CheckpointAgent:
     """A trained policy, acting deterministically on the observation only."""
+
+    observation: ObservationKind = "bev"
 
     def __init__(self, path: str, device: str = "cpu") -> None:
         from found_rl.checkpoint import load_policy

@@ -116,7 +116,11 @@ def _weighted(items: Sequence[tuple[EvaluationSet, EvaluationResult, int]]) -> d
 
 
 class EvaluationSets:
-    """One evaluation worker per set, driven together: every agent drives every set."""
+    """One evaluation worker per set, driven together: every agent drives every set.
+
+    The workers start when the sets are made and load in parallel; :meth:`wait_ready` (or the
+    first evaluation) waits for them.
+    """
 
     def __init__(self, plan: EvaluationPlan, seed: int, bev_pool: int, *, placement: Placement | None = None) -> None:
         self.plan = plan
@@ -125,6 +129,16 @@ class EvaluationSets:
             for item in plan.sets:
                 self.workers[item.name] = EvaluationWorker(item.scenario, item.routes_path, seed, bev_pool,
                                                            placement=placement)
+        except BaseException:
+            self.close()
+            raise
+
+    def wait_ready(self) -> None:
+        """Wait until every worker's env is built (they start in parallel, beside the trainer's
+        other processes)."""
+        try:
+            for worker in self.workers.values():
+                worker.wait_ready()
         except BaseException:
             self.close()
             raise

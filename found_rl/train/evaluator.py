@@ -164,6 +164,7 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
                 return
             try:
                 agent = make_agent(payload["agent"])
+                env.set_observation(agent.observation)  # the references read no BEV: none is rendered
                 if isinstance(agent, CheckpointAgent):
                     agent.check_observation_space(env.observation_space)
                 identity = {"routes": routes_path, "agent": payload["label"], "seed": seed, **payload["identity"]}
@@ -211,13 +212,25 @@ class EvaluationWorker:
         self.process.start()
         child.close()
         self._doing = "idle"
-        self.num_routes = int(self._receive("starting the evaluation env"))
+        self._num_routes: int | None = None
+
+    def wait_ready(self) -> None:
+        """Wait until the worker's env is built (the trainer starts its other processes first)."""
+        if self._num_routes is None:
+            self._num_routes = int(self._receive("starting the evaluation env"))
+
+    @property
+    def num_routes(self) -> int:
+        """The evaluation routes the worker drives (waits for the worker to be ready)."""
+        self.wait_ready()
+        return self._num_routes
 
     def start(
         self, agent: str, label: str, results_path: Path, video_dir: Path | None, identity: dict[str, Any]
     ) -> None:
         """Start driving every evaluation route with ``agent`` (a ``found-rl eval --agent`` spec);
         :meth:`finish` returns the result, :meth:`is_done` says whether it is in."""
+        self.wait_ready()
         self._doing = f"evaluating {label}"
         self._conn.send(("evaluate", {
             "agent": agent, "label": label, "results_path": str(results_path),

@@ -181,6 +181,17 @@ class Trainer:
         want_actions, want_clip, with_image = self._wants()
         resources = config.resources
         learner_cpus, other_cpus = split_cpus(resources.learner_cpus)
+        # The evaluation workers and the advisor server load (imports, maps, models) while the
+        # clip workers and the learner are built; they are waited for below.
+        self.evaluator: EvaluationSets | None = None
+        if plan.sets:
+            self.evaluator = EvaluationSets(
+                plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset],
+                placement=Placement("resources.evaluator_nice", resources.evaluator_nice, other_cpus),
+            )
+            stack.callback(self.evaluator.close)
+        server = self._launch_server(
+            stack, want_actions or want_clip, Placement("resources.server_nice", resources.server_nice, other_cpus))
         factories = self._env_factories(plan, with_state=want_actions, with_image=with_image)
         if config.sampler.executor != "inprocess":  # the workers yield the CPU to the learner
             workers = Placement("resources.worker_nice", resources.worker_nice, other_cpus)
@@ -196,15 +207,9 @@ class Trainer:
             config, built, self.counters, self.telemetry, self.device,
             warmup_rng=self.warmup_rng, sample_rng=self.sample_rng,
         )
-        self.evaluator: EvaluationSets | None = None
-        if plan.sets:
-            self.evaluator = EvaluationSets(
-                plan, config.evaluation.seed, PRESET_BEV_POOL[self.preset],
-                placement=Placement("resources.evaluator_nice", resources.evaluator_nice, other_cpus),
-            )
-            stack.callback(self.evaluator.close)
-        self.link = self._start_advisor(
-            stack, want_actions, want_clip, Placement("resources.server_nice", resources.server_nice, other_cpus))
+        if self.evaluator is not None:
+            self.evaluator.wait_ready()
+        self.link = self._start_advisor(stack, want_actions, want_clip, server)
         stack.callback(self.telemetry.open(folder.root).close)
         pin_learner(learner_cpus)  # after every child started: none may inherit it
 
@@ -258,20 +263,28 @@ class Trainer:
     def _policy_state(self) -> dict[str, torch.Tensor]:
         return self.collector.policy_network.state_dict()
 
+    def _launch_server(self, stack: ExitStack, wanted: bool, placement: Placement) -> SpawnedServer | None:
+        """Start the advisor server the run spawns (``advisor.spawn``), without waiting for it."""
+        advisor = self.config.advisor
+        if not (wanted and advisor.spawn):
+            return None
+        server = SpawnedServer(
+            advisor.spawn, advisor.spawn_options, advisor.clip, advisor.clip_options,
+            log_path=self.folder.server_log, ready_timeout_s=advisor.ready_timeout_s,
+            threads=server_threads(self.config.resources.server_threads), placement=placement,
+        )
+        stack.callback(server.stop)
+        server.launch()
+        return server
+
     def _start_advisor(self, stack: ExitStack, want_actions: bool, want_clip: bool,
-                       placement: Placement) -> AdvisorLink | None:
+                       server: SpawnedServer | None) -> AdvisorLink | None:
         advisor = self.config.advisor
         if not (want_actions or want_clip):
             return None
         urls = advisor.urls
-        if advisor.spawn:
-            resources = self.config.resources
-            server = SpawnedServer(
-                advisor.spawn, advisor.spawn_options, advisor.clip, advisor.clip_options,
-                log_path=self.folder.server_log, ready_timeout_s=advisor.ready_timeout_s,
-                threads=server_threads(resources.server_threads), placement=placement,
-            )
-            stack.enter_context(server)
+        if server is not None:
+            server.wait_ready()
             urls = [server.url]
             log.info("advisor server %s started (pid %s)", server.url, server.pid)
         from vlm_server.client import BackgroundClient

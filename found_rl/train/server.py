@@ -110,6 +110,7 @@ class SpawnedServer:
         self.command = serve_command(self.port, advisor, advisor_options or {}, clip, clip_options or {})
         self.threads, self.placement = threads, placement
         self.process: subprocess.Popen[bytes] | None = None
+        self._deadline = 0.0
 
     def start(self) -> SpawnedServer:
         """Start the child and wait until ``/readyz`` answers 200.
@@ -117,6 +118,12 @@ class SpawnedServer:
         Raises:
             RuntimeError: the server exited or did not get ready in time (its log's tail shown).
         """
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the child without waiting for it: the trainer starts its other processes while
+        the server loads (:meth:`wait_ready` then waits)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -128,7 +135,18 @@ class SpawnedServer:
                 preexec_fn=functools.partial(_prepare_child, self.placement),
                 env=thread_environment(self.threads),
             )
-        deadline = time.monotonic() + self.ready_timeout_s
+        self._deadline = time.monotonic() + self.ready_timeout_s
+
+    def wait_ready(self) -> SpawnedServer:
+        """Wait until the launched child's ``/readyz`` answers 200 (within ``ready_timeout_s`` of
+        :meth:`launch`).
+
+        Raises:
+            RuntimeError: the server exited or did not get ready in time (its log's tail shown).
+        """
+        if self.process is None:
+            raise RuntimeError("SpawnedServer.wait_ready: launch() first")
+        deadline = self._deadline
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(

@@ -66,6 +66,26 @@ def test_observation_layout_and_render():
     assert info["step"] == 0 and info["command"] == 4 and info["infractions"] == []
 
 
+def test_an_env_switches_between_bev_and_state_observations():
+    """An evaluation worker drives blind agents without rendering a BEV and policies with one."""
+    env = make_env()
+    env.set_observation("state")
+    observation, _ = env.reset(seed=0)
+    assert set(observation) == {"state"} and set(env.observation_space.spaces) == {"state"}
+    assert env.rgb_bev().shape == (192, 192, 3)  # a video still renders on request
+    env.set_observation("bev")
+    observation, _ = env.reset(seed=0)
+    assert set(observation) == {"bev", "state"} and env.observation_space.contains(observation)
+
+
+def test_a_state_env_cannot_switch_to_bev():
+    env = make_env(observation="state")
+    with pytest.raises(ValueError, match="observation='bev'"):
+        env.set_observation("bev")
+    with pytest.raises(ValueError, match="'bev' or 'state'"):
+        env.set_observation("rgb")
+
+
 def test_registered_id_builds_the_env():
     assert found_rl.DRIVING_ENV_ID == "found_rl/Driving-v0"
     env = gymnasium.make(found_rl.DRIVING_ENV_ID, scenario=SCENARIO, backend=ScriptedBackend(), observation="state")

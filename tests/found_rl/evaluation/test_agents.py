@@ -58,6 +58,19 @@ def test_checkpoint_agent_drives_from_the_observation(tmp_path):
     assert record["route_id"] == "RouteScenario_" + env.snapshot.route.route_id + "_rep0"
 
 
+@pytest.mark.parametrize(("spec", "observation"), [("expert", "state"), ("still", "state"), ("throttle", "state")])
+def test_agents_that_read_no_bev_say_so(spec, observation):
+    """An evaluation renders no BEV for them (a BEV is most of an evaluation step's time)."""
+    assert make_agent(spec).observation == observation
+
+
+def test_a_checkpoint_agent_reads_the_bev(tmp_path):
+    spec = ObsSpec(bev_shape=scripted_env("bev").observation_space["bev"].shape, state_dim=10)
+    sac = SAC(spec, 2, SacConfig(network=TINY))
+    path = save_checkpoint(tmp_path / "policy.pt", sac.policy_spec, sac.actor.state_dict())
+    assert make_agent(f"checkpoint:{path}").observation == "bev"
+
+
 def test_checkpoint_for_another_bev_size_is_refused_before_driving(tmp_path):
     env = scripted_env(observation="bev")
     channels, height, width = env.observation_space["bev"].shape

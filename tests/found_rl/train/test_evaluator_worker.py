@@ -27,6 +27,7 @@ def test_the_worker_of_a_killed_trainer_exits_without_a_traceback(tmp_path):
         "from found_rl.train.evaluator import EvaluationWorker\n"
         f"worker = EvaluationWorker(Path({str(DATA / 'tiny_town.yaml')!r}), "
         f"Path({str(DATA / 'quickstart_one_route.xml')!r}), seed=0)\n"
+        "worker.wait_ready()\n"
         "print(worker.process.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
