@@ -507,6 +507,20 @@ def test_value_raster_decodes_like_the_bit_split():
         np.testing.assert_array_equal(planes[..., 1], markings)
 
 
+@pytest.mark.parametrize("pool", [2, 3, 4, 6, 8])
+def test_every_pool_size_is_the_max_of_each_block(pool):
+    """Power-of-two pools run as 2 x 2 pools in turn, the others row then column: both exact."""
+    rng = np.random.default_rng(pool)
+    masks = (rng.random((15, 192, 192)) < 0.05).astype(np.uint8) * rng.integers(1, 256, (15, 1, 1), np.uint8)
+    size = 192 // pool
+    expected = masks.reshape(15, size, pool, size, pool).max(axis=(2, 4))
+    pooled = MaxPool(masks.shape, pool)(masks)
+    assert pooled.flags.c_contiguous
+    np.testing.assert_array_equal(pooled, expected)
+    runs = [(0, 3), (7, 9)]
+    np.testing.assert_array_equal(MaxPool(masks.shape, pool)(masks, runs)[3:7], 0)
+
+
 def test_pooling_only_some_channels_equals_pooling_all():
     rng = np.random.default_rng(15)
     pool = MaxPool((15, 192, 192), 2)
