@@ -7,15 +7,17 @@ subset is a pure function of the step id and the rate, so a seed still gives the
 it is spread evenly over clips, episodes and the steps of an episode (a stride would always
 skip the same phase of every episode).
 
-``rate = "auto"`` is resolved once at start-up by :func:`probe_answers_per_s` and
-:func:`rate_for`; the run config records the number, so the run and its resume repeat.
+``rate = "auto"`` is resolved once at start-up: :func:`probe_answers_per_s` measures the
+advisor at several request sizes and :func:`rate_at_own_batch` picks the rate the advisor
+affords at the size of the requests that rate makes; the run config records the number, so the
+run and its resume repeat.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -85,28 +87,28 @@ def rate_for(answers_per_s: float, env_steps_per_s: float, *, cpu_share: float =
 
 def probe_answers_per_s(client: Any, payloads: Sequence[tuple[dict[str, Any], str]], *,
                         items: int = 64, rounds: int = 3, timeout_s: float = 60.0) -> float:
-    """Answers per second the advisor serves for requests like ``payloads``.
+    """Answers per second the advisor serves for requests of ``items`` items like ``payloads``.
 
-    Sends ``rounds`` bursts of ``items`` requests through the run's own client (so the client's
-    in-flight cap and batching are those the loop will see); the first burst warms the server
-    up and is not timed. Ids start with ``probe:`` and never reach the storage.
+    Sends ``rounds`` requests of ``items`` items one after another, as the loop does, through
+    the run's own client (so its in-flight cap and pacing are those the loop will see); the
+    first warms the server up and is not timed. Ids start with ``probe:`` and never reach the
+    storage.
 
     Args:
-        client: a :class:`~vlm_server.client.BackgroundClient` (``submit`` / ``poll``).
+        client: a :class:`~vlm_server.client.BackgroundClient` (``submit_many`` / ``poll``).
         payloads: ``(payload, kind)`` pairs to cycle through, e.g. one per clip.
-        items: requests per burst.
-        rounds: bursts, the first untimed.
-        timeout_s: the longest a burst may take.
+        items: items per request.
+        rounds: requests, the first untimed.
+        timeout_s: the longest a request may take.
 
     Returns:
-        Answered items per second over the timed bursts (failed answers do not count).
+        Answered items per second over the timed requests (failed answers do not count).
     """
     answered, elapsed = 0, 0.0
     for round_index in range(rounds):
         started = time.perf_counter()
-        for index in range(items):
-            payload, kind = payloads[index % len(payloads)]
-            client.submit(f"probe:{round_index}.{index}", payload, kind)
+        client.submit_many([(f"probe:{items}.{round_index}.{index}", *payloads[index % len(payloads)])
+                            for index in range(items)])
         ok, waiting = 0, items
         deadline = time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:
@@ -119,3 +121,42 @@ def probe_answers_per_s(client: Any, payloads: Sequence[tuple[dict[str, Any], st
             answered += ok
             elapsed += time.perf_counter() - started
     return answered / max(elapsed, 1e-9)
+
+
+def request_sizes(largest: int) -> list[int]:
+    """The request sizes the probe measures: 1, 2, 4, ... up to ``largest`` (included)."""
+    sizes = [1]
+    while sizes[-1] * 2 < largest:
+        sizes.append(sizes[-1] * 2)
+    return sorted({*sizes, max(1, largest)})
+
+
+def rate_at_own_batch(answers_per_s_by_size: Mapping[int, float], env_steps_per_s: float,
+                      items_per_request: Callable[[float], float], *, cpu_share: float = 0.15) -> tuple[float, float]:
+    """The label rate whose own requests the advisor answers within its CPU share.
+
+    An advisor answers a batch of 16 several times faster per item than single items, and the
+    loop's requests hold ``items_per_request(rate)`` items: a rate chosen from the speed at 16
+    items, at which the loop sends 3, takes several times its share. The rate is the largest
+    fixed point of ``rate = rate_for(answers_per_s(items_per_request(rate)))``, the speed
+    interpolated between the measured sizes (flat beyond them); iterating from the rate of the
+    largest size reaches it from above, as both functions grow with their argument.
+
+    Returns:
+        ``(rate, items)``: the rate and the request size it makes (its speed's measuring point).
+    """
+    if not answers_per_s_by_size:
+        raise ValueError("rate_at_own_batch: no request size measured")
+    sizes = sorted(answers_per_s_by_size)
+    speeds = [answers_per_s_by_size[size] for size in sizes]
+
+    def answers_per_s(items: float) -> float:
+        return float(np.interp(items, sizes, speeds))
+
+    rate = rate_for(speeds[-1], env_steps_per_s, cpu_share=cpu_share)
+    for _ in range(50):
+        following = rate_for(answers_per_s(items_per_request(rate)), env_steps_per_s, cpu_share=cpu_share)
+        if following >= rate:
+            break
+        rate = following
+    return rate, items_per_request(rate)

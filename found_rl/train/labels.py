@@ -35,7 +35,7 @@ import numpy as np
 from fast_sampler import StepBatch, StepId
 from found_rl.errors import OutsideFailure, UserError, as_user_error
 from found_rl.train.envs import advice_of
-from found_rl.train.label_budget import check_rate, is_labelled, probe_answers_per_s, rate_for
+from found_rl.train.label_budget import check_rate, is_labelled, probe_answers_per_s, rate_at_own_batch, request_sizes
 from vlm_server.client import advise_payload, clip_payload
 
 log = logging.getLogger(__name__)
@@ -111,8 +111,9 @@ MISSING_REPLY_S = 600.0
 RETRY_PAUSE_S = 0.5
 """Repeatable mode: pause before asking a down advisor again"""
 
-RateChosen = Callable[[float, float], None]
-"""Told ``(rate, answers_per_s)`` once ``rate="auto"`` was resolved by the start-up probe."""
+RateChosen = Callable[[float, float, dict[int, float]], None]
+"""Told ``(rate, answers_per_s, answers_per_s by request size)`` once ``rate="auto"`` was resolved
+by the start-up probe (``answers_per_s``: at the request size the rate makes)."""
 
 
 def _unanswered(reply: dict[str, Any]) -> bool:
@@ -131,7 +132,7 @@ class AdvisorLink:
             for the asynchronous mode.
         rate: the label budget, the share of observations asked about (``label_budget``);
             ``None`` probes the advisor at the first lock-step and chooses it
-            (:func:`~found_rl.train.label_budget.rate_for`).
+            (:func:`~found_rl.train.label_budget.rate_at_own_batch`).
         auto_rate_steps_per_s: ``rate=None``: the loop speed the rate is chosen for.
         on_rate_chosen: ``rate=None``: told the chosen rate, to record it in the run config.
         down_wait_s: repeatable mode: how long an advisor that does not answer is retried.
@@ -256,13 +257,20 @@ class AdvisorLink:
                 payloads += self._payloads(advice, batch.actions[clip])
         if not payloads:
             return
-        answers_per_s = probe_answers_per_s(self.client, payloads, items=max(self.request_items, 8))
-        self.rate = rate_for(answers_per_s, self.auto_rate_steps_per_s * len(payloads) / len(clips),
-                             cpu_share=self.cpu_share)
-        log.info("advisor answers %.0f requests/s: label rate %.2g for a loop of %.0f env steps/s",
-                 answers_per_s, self.rate, self.auto_rate_steps_per_s)
+        per_observation = len(payloads) / len(clips)  # an action and/or a bonus
+
+        def items_per_request(rate: float) -> float:
+            """What the outbox holds when it leaves: one flush age of budgeted observations."""
+            return min(self.request_items, len(clips) * rate * per_observation * self._flush_age)
+
+        measured = {size: probe_answers_per_s(self.client, payloads, items=size)
+                    for size in request_sizes(self.request_items)}
+        self.rate, size = rate_at_own_batch(measured, self.auto_rate_steps_per_s * per_observation,
+                                            items_per_request, cpu_share=self.cpu_share)
+        log.info("advisor answers %.0f requests/s at %d per request: label rate %.2g for a loop of %.0f env steps/s",
+                 measured[size], size, self.rate, self.auto_rate_steps_per_s)
         if self.on_rate_chosen is not None:
-            self.on_rate_chosen(self.rate, answers_per_s)
+            self.on_rate_chosen(self.rate, measured[size], measured)
 
     def submit(self, step_id: StepId, advice: dict[str, Any], action: np.ndarray, env_step: int) -> list[str]:
         """Ask about o_t (``advice`` came with o_t) and the executed action a_t; the ids sent."""

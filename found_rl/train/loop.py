@@ -302,13 +302,15 @@ class Trainer:
         stack.callback(link.close)
         return link
 
-    def _record_label_rate(self, rate: float, answers_per_s: float) -> None:
+    def _record_label_rate(self, rate: float, answers_per_s: float, by_request_size: dict[int, float]) -> None:
         """``label_rate: auto`` resolved: the number goes into config.yaml, so a resume repeats it."""
         advisor = self.config.advisor.model_copy(update={"label_rate": rate})
         self.config = self.config.model_copy(update={"advisor": advisor})
         self.folder.update_config(self.config)
-        self.folder.write_label_probe({"answers_per_s": answers_per_s, "label_rate": rate,
-                                       "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s})
+        self.folder.write_label_probe({
+            "answers_per_s": answers_per_s, "label_rate": rate, "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s,
+            "answers_per_s_by_request_size": {str(size): value for size, value in by_request_size.items()},
+        })
 
     # ------------------------------------------------------------------ the loop
     def _act(self, obs: Any) -> Any:

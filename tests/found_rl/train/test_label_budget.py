@@ -4,7 +4,15 @@ an advisor's measured speed affords."""
 import numpy as np
 import pytest
 
-from found_rl.train.label_budget import check_rate, is_labelled, probe_answers_per_s, rate_for, step_uniforms
+from found_rl.train.label_budget import (
+    check_rate,
+    is_labelled,
+    probe_answers_per_s,
+    rate_at_own_batch,
+    rate_for,
+    request_sizes,
+    step_uniforms,
+)
 
 
 def all_ids(clips=4, episodes=50, steps=100):
@@ -56,19 +64,46 @@ def test_the_rate_an_advisor_affords():
 
 
 class InstantClient:
-    """Answers each item at the next poll; every third one fails."""
+    """Answers each item at the next poll; every third one fails. Records the request sizes."""
 
     def __init__(self):
         self.queue = []
+        self.requests = []
 
-    def submit(self, item_id, payload, kind="advise"):
-        self.queue.append((item_id, {"ok": not item_id.endswith("2")}))
+    def submit_many(self, items):
+        self.requests.append(len(items))
+        self.queue += [(item_id, {"ok": not item_id.endswith("2")}) for item_id, _, _ in items]
 
     def poll(self, wait_s=0.0):
         ready, self.queue = self.queue, []
         return ready
 
 
-def test_the_probe_counts_answered_items_per_second():
-    rate = probe_answers_per_s(InstantClient(), [({"command": 4}, "advise")], items=30, rounds=2)
+def test_the_probe_sends_requests_of_the_size_asked_and_counts_answered_items():
+    client = InstantClient()
+    rate = probe_answers_per_s(client, [({"command": 4}, "advise")], items=30, rounds=2)
     assert rate > 0
+    assert client.requests == [30, 30]
+
+
+def test_request_sizes_double_up_to_the_largest():
+    assert request_sizes(16) == [1, 2, 4, 8, 16]
+    assert request_sizes(12) == [1, 2, 4, 8, 12]
+    assert request_sizes(1) == [1]
+
+
+def test_the_rate_is_budgeted_at_the_size_of_the_requests_it_makes():
+    """Per item, a VLM answers 16 at once far faster than one: a rate chosen at 16 items, whose
+    requests hold 3, would take several times its CPU share."""
+    measured = {1: 40.0, 2: 60.0, 4: 90.0, 8: 140.0, 16: 200.0}
+
+    def items_per_request(rate):  # 4 clips, flushed every 4 lock-steps
+        return min(16, 4 * rate * 4)
+
+    rate, items = rate_at_own_batch(measured, 100.0, items_per_request)
+    assert (rate, items) == (0.06, pytest.approx(0.96))  # 0.3 at 16 items would make requests of 4.8
+    faster = {1: 100.0, 2: 150.0, 4: 220.0, 8: 300.0, 16: 400.0}
+    rate, items = rate_at_own_batch(faster, 100.0, items_per_request)
+    assert (rate, items) == (0.4, pytest.approx(6.4))  # between the measured sizes
+    assert 0.15 * (220 + 80 * (items - 4) / 4) / 100 == pytest.approx(rate, abs=0.01)  # a fixed point
+    assert rate_at_own_batch({1: 1000.0, 16: 1000.0}, 100.0, items_per_request) == (1.0, 16)
