@@ -81,7 +81,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     collect.add_argument(
         "--beta", type=PROBABILITY, metavar="B",
-        help=f"with --driver: chance per step that the expert's own action is executed instead (default {DEFAULT_BETA})",
+        help="with --driver: chance per step that the expert's own action is executed instead "
+        f"(default {DEFAULT_BETA})",
     )
     collect.add_argument("--device", default="cpu", help="torch device of a checkpoint driver (default cpu)")
     collect.add_argument(

@@ -11,7 +11,8 @@ as they are; open_clip takes ``png`` as the image and ``txt`` as the caption)::
     000000042.chat.json  VLM conversation (prompt and JSON answer)
 
 ``manifest.json`` lists the finished shards with their sample counts, the towns the samples
-were collected in (``towns``: name, network hash, samples) and the collection settings. Shards are written under a temporary name and renamed when complete, and the
+were collected in (``towns``: name, network hash, samples) and the collection settings.
+Shards are written under a temporary name and renamed when complete, and the
 manifest is rewritten atomically after each, so an interrupted collection leaves only whole
 shards behind.
 """

@@ -103,8 +103,8 @@ def plan_segments(steps: int, num_towns: int, workers: int) -> list[list[Segment
     town_bounds = _bounds(even_shares(steps, num_towns))
     plan: list[list[Segment]] = []
     for start, end in _bounds(even_shares(steps, workers)):
-        overlaps = ((town, min(end, town_end) - max(start, town_start)) for town, (town_start, town_end) in enumerate(town_bounds))
-        plan.append([Segment(town, overlap) for town, overlap in overlaps if overlap > 0])
+        overlaps = [min(end, town_end) - max(start, town_start) for town_start, town_end in town_bounds]
+        plan.append([Segment(town, overlap) for town, overlap in enumerate(overlaps) if overlap > 0])
     return plan
 
 

@@ -110,31 +110,47 @@ def unused_port() -> int:
         return probe.getsockname()[1]
 
 
+def bad_driver(kind: str, tmp: Path) -> str:
+    if kind == "advisor down":
+        return f"advisor:http://127.0.0.1:{unused_port()}"
+    if kind == "corrupt":
+        (tmp / "corrupt.pt").write_bytes(b"not a checkpoint")
+    if kind == "other bev":  # 192 px cannot pool to 50 px: the env cannot give this policy its input
+        tiny_checkpoint(tmp / "other bev.pt", (15, 50, 50))
+    return f"checkpoint:{tmp / kind}.pt"
+
+
 @pytest.mark.parametrize(
-    ("driver", "message"),
+    ("kind", "message"),
     [
-        (lambda tmp: f"advisor:http://127.0.0.1:{unused_port()}", r"--driver advisor:http://127\.0\.0\.1:\d+: no advisor server"),
-        (lambda tmp: f"checkpoint:{tmp / 'missing.pt'}", r"--driver checkpoint:.*missing\.pt: no such checkpoint"),
-        (lambda tmp: f"checkpoint:{tmp.joinpath('corrupt.pt').write_bytes(b'x') and tmp / 'corrupt.pt'}",
-         r"--driver checkpoint:.*corrupt\.pt: checkpoint .*corrupt\.pt"),
-        (lambda tmp: f"checkpoint:{tiny_checkpoint(tmp / 'small.pt', (15, 48, 48))}", None),
-        (lambda tmp: f"checkpoint:{tiny_checkpoint(tmp / 'odd.pt', (15, 50, 50))}",
-         r"--driver checkpoint:.*odd\.pt: the policy was built for bev \(15, 50, 50\)"),
-        (lambda tmp: "expert:now", r"--driver: expected advisor:URL or checkpoint:PATH"),
+        ("advisor down", r"--driver advisor:http://127\.0\.0\.1:\d+: no advisor server answered"),
+        ("missing", r"--driver checkpoint:.*missing\.pt: no such checkpoint"),
+        ("corrupt", r"--driver checkpoint:.*corrupt\.pt: checkpoint .*corrupt\.pt"),
+        ("other bev", r"--driver checkpoint:.*other bev\.pt: the policy was built for bev \(15, 50, 50\)"),
     ],
 )
-def test_a_driver_that_cannot_drive_is_refused_before_collection(tmp_path, driver, message):
+def test_a_driver_that_cannot_drive_is_refused_before_collection(tmp_path, kind, message):
     out = tmp_path / "data"
     argv = ["collect", "--scenario", str(TINY_TOWN), "--steps", "5", "--workers", "1", "--out", str(out)]
-    spec = driver(tmp_path)
-    if message is None:  # a checkpoint whose BEV is pooled to 48 px: the env follows it and collection runs
-        assert run_expert([*argv, "--driver", spec, "--no-progress"]) == 0
-        return
     with pytest.raises((ValueError, FileNotFoundError), match=message):
-        run_expert([*argv, "--driver", spec, "--advisor-timeout", "1"])
+        run_expert([*argv, "--driver", bad_driver(kind, tmp_path), "--advisor-timeout", "1"])
     assert not out.exists()
 
 
-def test_beta_without_a_driver_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="--beta 0.5: needs --driver"):
-        run_expert(["collect", "--scenario", str(TINY_TOWN), "--steps", "5", "--beta", "0.5", "--out", str(tmp_path / "o")])
+def test_a_checkpoint_with_a_pooled_bev_gets_the_env_it_was_trained_on(tmp_path):
+    checkpoint = tiny_checkpoint(tmp_path / "small.pt", (15, 48, 48))
+    samples = collect(tmp_path / "d", "--driver", f"checkpoint:{checkpoint}", steps=5)
+    assert samples[0].bev_rgb.shape == (192, 192, 3)  # the stored BEV stays full size
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--beta", "0.5"], r"--beta 0\.5: needs --driver"),
+        (["--driver", "expert:now"], "--driver: expected advisor:URL or checkpoint:PATH"),
+    ],
+)
+def test_driver_flags_are_checked(tmp_path, extra, message):
+    argv = ["collect", "--scenario", str(TINY_TOWN), "--steps", "5", "--out", str(tmp_path / "o"), *extra]
+    with pytest.raises(ValueError, match=message):
+        run_expert(argv)

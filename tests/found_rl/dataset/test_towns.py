@@ -111,8 +111,14 @@ def carla_scenario(tmp_path: Path) -> Path:
     ("extra", "message"),
     [
         (lambda tmp: ["--scenario", str(tmp / "missing.yaml")], r"missing\.yaml: no such file"),
-        (lambda tmp: ["--scenario", str(carla_scenario(tmp))], r"--scenario .*carla_town\.yaml: backend: carla needs a CARLA server"),
-        (lambda tmp: ["--scenario", str(TINY_SPIDER), "--routes", str(tmp / "r.xml")], r"--routes applies to one scenario, but --scenario names 2"),
+        (
+            lambda tmp: ["--scenario", str(carla_scenario(tmp))],
+            r"--scenario .*carla_town\.yaml: backend: carla needs a CARLA server",
+        ),
+        (
+            lambda tmp: ["--scenario", str(TINY_SPIDER), "--routes", str(tmp / "r.xml")],
+            r"--routes applies to one scenario, but --scenario names 2",
+        ),
         (lambda tmp: ["--scenario", str(TINY_TOWN)], r"tiny_town\.yaml is already collected"),
     ],
 )
