@@ -4,26 +4,34 @@ Examples::
 
     found-rl expert drive --scenario scenarios/town_grid.yaml --route 0 --video expert.gif
     found-rl expert collect --scenario scenarios/town_grid.yaml --steps 20000 --perturb-chance 0.05 --out data/expert
+    found-rl expert collect --scenario scenarios/quickstart.yaml --steps 30000 --out data/three_towns
+    found-rl expert collect --scenario scenarios/small_grid.yaml --scenario scenarios/small_spider.yaml \
+        --driver advisor:http://127.0.0.1:8470 --beta 0.5 --steps 20000 --out data/dagger1
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
 from found_rl.errors import UserError
 
 if TYPE_CHECKING:
+    from found_rl.dataset.towns import Town
     from found_rl.scenario import Scenario
 
 
 PROBABILITY = finite_float(0.0, inclusive=True, maximum=1.0)
+DEFAULT_BETA = 0.5
+DRIVER_KINDS = ("advisor", "checkpoint")
 
 
 class DeprecatedAlias(argparse.Action):
@@ -39,9 +47,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="expert_command", metavar="ACTION", required=True)
 
     collect = actions.add_parser("collect", help="write expert samples as webdataset shards")
-    collect.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
     collect.add_argument(
-        "--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes)"
+        "--scenario", required=True, type=Path, action="append",
+        help="scenario YAML, or a run config (its scenario: list); repeat it to collect several towns into one "
+        "dataset: the steps split evenly over the scenarios, in the order given",
+    )
+    collect.add_argument(
+        "--routes", type=Path, help="leaderboard routes.xml (default: the scenario's routes; one scenario only)"
     )
     collect.add_argument("--steps", required=True, type=int, help="samples to write (one per env step)")
     collect.add_argument("--out", required=True, type=Path, help="output folder (must be empty or new)")
@@ -63,6 +75,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "1 collects in this process). The dataset depends on --seed and --workers",
     )
     collect.add_argument("--samples-per-shard", type=int_at_least(1), default=1000)
+    collect.add_argument(
+        "--driver", metavar="advisor:URL|checkpoint:PATH",
+        help="DAgger: this learner drives and the expert labels every state (default: the expert drives)",
+    )
+    collect.add_argument(
+        "--beta", type=PROBABILITY, metavar="B",
+        help="with --driver: chance per step that the expert's own action is executed instead "
+        f"(default {DEFAULT_BETA})",
+    )
+    collect.add_argument("--device", default="cpu", help="torch device of a checkpoint driver (default cpu)")
+    collect.add_argument(
+        "--advisor-timeout", type=finite_float(0.0, inclusive=False), default=10.0,
+        help="seconds to wait for an advisor driver's answer (default 10)",
+    )
     collect.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     collect.set_defaults(run=run_collect)
 
@@ -117,15 +143,93 @@ def default_workers() -> int:
     return max(1, min(cores, MAX_DEFAULT_WORKERS))
 
 
+def _scenario_files(inputs: list[Path]) -> list[Path]:
+    """The scenario files named by ``--scenario``: a scenario file itself, or a run config's list.
+
+    Raises:
+        FileNotFoundError, UserError: a missing or invalid file (named), or one given twice.
+    """
+    from found_rl.train.config import load_run_config
+
+    files: list[Path] = []
+    for path in inputs:
+        for scenario in load_run_config(path).scenario:
+            if scenario in files:
+                raise UserError(f"--scenario {path}: {scenario} is already collected; name each scenario once")
+            files.append(scenario)
+    return files
+
+
+def _towns(args: argparse.Namespace) -> list[Town]:
+    """Every town to collect in, each checked to be collectable here before anything starts."""
+    from found_rl.dataset.towns import load_town
+    from found_rl.scenario import load_scenario
+
+    files = _scenario_files(args.scenario)
+    if args.routes is not None and len(files) > 1:
+        raise UserError(
+            f"--routes applies to one scenario, but --scenario names {len(files)} "
+            f"({', '.join(f.name for f in files)}); give each scenario its routes in its own routes.file"
+        )
+    if args.routes is not None:
+        return [load_town(files[0], _scenario(files[0], args.routes))]
+    return [load_town(path, load_scenario(path)) for path in files]
+
+
+def _driver(args: argparse.Namespace) -> tuple[Callable[[], Any] | None, dict[str, Any]]:
+    """``(make_driver, env options)`` for ``--driver``, after building the driver once to check it.
+
+    A driver that cannot be reached (advisor) or loaded (checkpoint), or a checkpoint built for
+    another observation, is refused here, naming the flag, before the collection starts.
+    """
+    from found_rl.evaluation.agents import CheckpointAgent, make_agent
+
+    if args.driver is None:
+        if args.beta is not None:
+            raise UserError(f"--beta {args.beta:g}: needs --driver (without one the expert drives every step)")
+        return None, {}
+    kind, _, target = args.driver.partition(":")
+    if kind not in DRIVER_KINDS or not target:
+        raise UserError(f"--driver: expected advisor:URL or checkpoint:PATH, got {args.driver!r}")
+    make_driver = functools.partial(
+        make_agent, args.driver, device=args.device, advisor_timeout_s=args.advisor_timeout, flag="--driver"
+    )
+    try:
+        driver = make_driver()
+    except UserError as exc:
+        if str(exc).startswith("--"):
+            raise
+        raise UserError(f"--driver {args.driver}: {exc}") from None
+    try:
+        if not isinstance(driver, CheckpointAgent):
+            return make_driver, {}
+        bev_config = driver.bev_config()
+        driver.check_observation_space(_observation_space(bev_config))
+        return make_driver, {"bev_config": bev_config}
+    finally:
+        driver.close()
+
+
+def _observation_space(bev_config: Any) -> Any:
+    """The env's observation space under ``bev_config``, known without starting a simulator."""
+    import gymnasium as gym
+    import numpy as np
+
+    from found_rl.state_vector import STATE_SIZE
+
+    return gym.spaces.Dict(
+        bev=gym.spaces.Box(0, 255, bev_config.observation_shape, np.uint8),
+        state=gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32),
+    )
+
+
 def run_collect(args: argparse.Namespace) -> int:
     if args.steps < 1:
         raise UserError(f"--steps must be >= 1, got {args.steps}")
-    import functools
-
     import gymnasium as gym
 
     from found_rl import DRIVING_ENV_ID
-    from found_rl.dataset.collect import PerturbationConfig, collect
+    from found_rl.dataset.collect import PerturbationConfig, StreamConfig, collect
     from found_rl.dataset.parallel import collect_parallel
     from found_rl.dataset.shards import ShardWriter
     from found_rl.world import STEP_S
@@ -133,37 +237,45 @@ def run_collect(args: argparse.Namespace) -> int:
     perturbation = PerturbationConfig(chance_per_step=args.perturb_chance)
     check_output_dir(args.out, "--out")
     workers = args.workers or default_workers()
-    scenario = _scenario(args.scenario, args.routes)
+    towns = _towns(args)
+    make_driver, env_options = _driver(args)
+    beta = (DEFAULT_BETA if args.beta is None else args.beta) if make_driver is not None else 1.0
     settings = {
-        "scenario": str(args.scenario.resolve()),
-        "routes": str(scenario.routes.file) if scenario.routes.file else None,
+        "scenarios": [str(path.resolve()) for path in args.scenario],
+        "routes": str(towns[0].scenario.routes.file) if args.routes is not None else None,
         "steps": args.steps,
         "perturb_chance": perturbation.chance_per_step,
         "perturb_duration_steps": perturbation.duration_steps,
+        "driver": args.driver or "expert",
+        "beta": beta,
         "seed": args.seed,
         "workers": workers,
     }
-    writer = ShardWriter(args.out, samples_per_shard=args.samples_per_shard, settings=settings)
-    make_env = functools.partial(
-        gym.make, DRIVING_ENV_ID, scenario=scenario, observation="bev", render_mode="rgb_array"
+    config = StreamConfig(
+        make_env=functools.partial(
+            gym.make, DRIVING_ENV_ID, observation="bev", render_mode="rgb_array", **env_options
+        ),
+        towns=tuple(towns),
+        perturbation=perturbation,
+        make_driver=make_driver,
+        beta=beta,
     )
+    writer = ShardWriter(args.out, samples_per_shard=args.samples_per_shard, settings=settings)
     started = time.perf_counter()
     with writer:
         if workers == 1:
-            env = make_env()
-            try:
-                counts = collect(env, writer, args.steps, perturbation, args.seed, show_progress=not args.no_progress)
-            finally:
-                env.close()
+            counts = collect(config, writer, args.steps, args.seed, show_progress=not args.no_progress)
         else:
             counts = collect_parallel(
-                make_env, writer, args.steps, perturbation, args.seed, workers, show_progress=not args.no_progress
+                config, writer, args.steps, args.seed, workers, show_progress=not args.no_progress
             )
     wall_s = time.perf_counter() - started
     print(
         f"wrote {counts['samples']} samples from {counts['episodes']} episodes in {len(writer.shards)} shards "
         f"to {args.out} ({counts['samples'] / wall_s:.1f} samples/s with {workers} worker(s), start-up included)"
     )
+    if len(towns) > 1:
+        print("towns: " + ", ".join(f"{name} {samples}" for (name, _), samples in writer.towns.items()))
     if perturbation.chance_per_step > 0:
         print(
             f"perturbed {counts['perturbed']} of {counts['samples']} samples "

@@ -47,7 +47,10 @@ def _configure_init(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_finetune(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="expert dataset folder (expert collect --out)")
+    parser.add_argument(
+        "--data", required=True, type=Path, action="append",
+        help="expert dataset folder (expert collect --out); repeat it to train on several as one set (DAgger rounds)",
+    )
     parser.add_argument("--model", required=True, type=Path, help="local image-text-to-text checkpoint folder")
     parser.add_argument("--out", required=True, type=Path, help="run folder (new, or an earlier run with --resume)")
     method = parser.add_mutually_exclusive_group()
@@ -101,7 +104,9 @@ def _configure_finetune(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_evaluate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="expert dataset folder")
+    parser.add_argument(
+        "--data", required=True, type=Path, action="append", help="expert dataset folder; repeat it for several"
+    )
     parser.add_argument("--model", required=True, type=Path, help="model folder (e.g. a finetune run's model/)")
     parser.add_argument(
         "--split", choices=("eval", "train", "all"), default="eval", help="which episodes to score (default: held-out)"
@@ -174,14 +179,13 @@ def run_finetune(args: argparse.Namespace) -> int:
     from found_rl.vlm.lora import LoraSettings
 
     check_output_dir(args.out, "--out")
-    if not args.data.is_dir():
-        raise FileNotFoundError(f"--data {args.data}: no such folder")
+    _check_data(args.data)
     if not args.model.is_dir():
         raise FileNotFoundError(f"--model {args.model}: no such folder (a local checkpoint folder is needed)")
     method, learning_rate = _method_and_rate(args)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     config = FinetuneConfig(
-        data=str(args.data.resolve()),
+        data=tuple(str(folder.resolve()) for folder in args.data),
         model=str(args.model.resolve()),
         out=str(args.out),
         method=method,
@@ -230,17 +234,16 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from found_rl.vlm.evaluate import evaluate
-    from found_rl.vlm.examples import load_chat_examples, select_split
+    from found_rl.vlm.examples import load_datasets, select_split
 
-    if not args.data.is_dir():
-        raise FileNotFoundError(f"--data {args.data}: no such folder")
+    _check_data(args.data)
     if not args.model.is_dir():
         raise FileNotFoundError(f"--model {args.model}: no such folder")
     eval_fraction, split_seed = _split_settings(args)
-    examples = select_split(load_chat_examples(args.data), args.split, eval_fraction, split_seed)
+    examples = select_split(load_datasets(args.data), args.split, eval_fraction, split_seed)
     if not examples:
         raise UserError(
-            f"--split {args.split}: --data {args.data} has no samples in those episodes "
+            f"--split {args.split}: --data {' '.join(map(str, args.data))} has no samples in those episodes "
             f"(--eval-fraction {eval_fraction:g}); use --split all to score every sample"
         )
     if args.limit is not None:
@@ -264,16 +267,29 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_data(folders: list[Path]) -> None:
+    """Every ``--data`` folder exists, and none is given twice (its samples would count double)."""
+    for folder in folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--data {folder}: no such folder")
+    resolved = [folder.resolve() for folder in folders]
+    for index, folder in enumerate(resolved):
+        if folder in resolved[:index]:
+            raise UserError(f"--data {folders[index]}: given twice; name each dataset once")
+
+
 def _split_settings(args: argparse.Namespace) -> tuple[float, int]:
     """Flags first, then the split the model was trained with (its advisor card), then the defaults."""
     from vlm_server.backends.hf_checks import ADVISOR_CARD
 
     card_path = args.model / ADVISOR_CARD
     card = json.loads(card_path.read_text()) if card_path.is_file() else {}
-    if card.get("data") and Path(card["data"]).resolve() != args.data.resolve():
+    trained_on = card.get("data")
+    trained_on = [trained_on] if isinstance(trained_on, str) else trained_on
+    if trained_on and [Path(folder).resolve() for folder in trained_on] != [folder.resolve() for folder in args.data]:
         print(
-            f"note: {args.model} was trained on {card['data']}; the {args.split} split of --data {args.data} "
-            "uses the same fraction and seed but other episodes",
+            f"note: {args.model} was trained on {' '.join(trained_on)}; the {args.split} split of --data "
+            f"{' '.join(map(str, args.data))} uses the same fraction and seed but other episodes",
             file=sys.stderr,
         )
     eval_fraction = args.eval_fraction if args.eval_fraction is not None else card.get("eval_fraction")

@@ -1,20 +1,23 @@
-"""Collect expert driving data, optionally with action perturbations and recovery (DART-style).
+"""Collect expert-labelled driving data, optionally with action perturbations and recovery (DART-style).
 
 Every sample pairs the observation o_t with the *expert's* action for o_t. With perturbations,
 the executed action is sometimes offset for a short burst, so the car drifts into off-nominal
-states; the stored labels there are still the expert's corrections, which teach recovery.
+states; the stored labels there are still the expert's corrections, which teach recovery. With
+a driver (DAgger, ``mixing.py``) a learner executes most steps and the expert only labels them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from found_rl.dataset.mixing import DaggerMix, Driver
 from found_rl.dataset.shards import ShardWriter
 from found_rl.dataset.text import chat_sample, clip_caption
+from found_rl.dataset.towns import Segment, Town, plan_segments
 from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver, expert_action
 
@@ -87,7 +90,7 @@ class ActionPerturber:
 
 @dataclass(frozen=True)
 class ExpertStep:
-    """One sample as the expert made it, before it is encoded and written.
+    """One sample as the expert labelled it, before it is encoded and written.
 
     ``metadata["meta"]["episode"]`` counts the episodes of this stream from 0.
     """
@@ -101,15 +104,32 @@ class ExpertStep:
 
 
 def expert_steps(
-    env: Any, steps: int, perturbation: PerturbationConfig, rng: np.random.Generator
+    env: Any,
+    steps: int,
+    perturbation: PerturbationConfig,
+    rng: np.random.Generator,
+    *,
+    town: Town | None = None,
+    mix: DaggerMix | None = None,
+    first_episode: int = 0,
 ) -> Iterator[ExpertStep]:
-    """Drive the expert for ``steps`` samples (resetting episodes as they end).
+    """Label ``steps`` samples with the expert (resetting episodes as they end).
 
-    The env must have ``observation="bev"`` and ``render_mode="rgb_array"``.
+    Args:
+        env: ``observation="bev"``, ``render_mode="rgb_array"``.
+        steps: samples to yield.
+        perturbation: bursts added to the executed action (after ``mix`` picked it).
+        rng: the stream's generator (episode seeds, routes, perturbations, the mixture).
+        town: recorded in each sample's ``meta`` (``town``, ``network``) when given.
+        mix: who drives each step (default: the expert alone).
+        first_episode: ``meta.episode`` of the first episode (a stream over several towns
+            keeps counting).
     """
     driver = ExpertDriver()
+    mix = mix or DaggerMix(None, 1.0, rng)
     perturber = ActionPerturber(perturbation, rng)
     unwrapped = env.unwrapped
+    town_meta = {"town": town.name, "network": town.network} if town is not None else {}
     episodes = 0
     obs: dict[str, np.ndarray] | None = None
     info: dict[str, Any] = {}
@@ -119,14 +139,16 @@ def expert_steps(
             route_options = {"route_index": int(rng.integers(unwrapped.num_routes))} if unwrapped.num_routes else None
             obs, info = env.reset(seed=int(rng.integers(2**31 - 1)), options=route_options)
             driver.reset()
+            mix.reset()
             perturber.reset()
             episodes += 1
             step_in_episode = 0
         snapshot = unwrapped.snapshot
         observation = driver.observe(snapshot)
         action = np.array(expert_action(observation, driver.config), dtype=np.float32)
-        executed = perturber.apply(action)
-        is_perturbed = perturber.is_active or not np.array_equal(executed, action)
+        chosen, driven_by = mix.choose(action, obs, snapshot)
+        executed = perturber.apply(chosen)
+        is_perturbed = perturber.is_active or not np.array_equal(executed, chosen)
         acc, steer = float(action[0]), float(action[1])
         speed_mps = float(snapshot.ego.forward_speed_mps)
         command = int(info["command"])
@@ -143,9 +165,11 @@ def expert_steps(
                 "target_ego": [float(target[0]), float(target[1])],
                 "meta": {
                     "route_id": snapshot.route.route_id,
-                    "episode": episodes - 1,
+                    "episode": first_episode + episodes - 1,
                     "step": step_in_episode,
                     "is_perturbed": bool(is_perturbed),
+                    "driver": driven_by,
+                    **town_meta,
                 },
             },
             caption=clip_caption(command, speed_mps, acc, steer),
@@ -158,24 +182,70 @@ def expert_steps(
             obs = None
 
 
+@dataclass(frozen=True)
+class StreamConfig:
+    """What one collection stream (this process, or one worker) drives, and how.
+
+    Attributes:
+        make_env: ``make_env(scenario=...)`` builds an env (``observation="bev"``,
+            ``render_mode="rgb_array"``); picklable where workers are spawned.
+        towns: every town of the dataset.
+        perturbation: action perturbation bursts.
+        make_driver: builds the learner that drives (``--driver``), or None for the expert
+            alone; picklable where workers are spawned.
+        beta: with a driver, the chance per step that the expert's action is executed instead.
+    """
+
+    make_env: Callable[..., Any]
+    towns: tuple[Town, ...]
+    perturbation: PerturbationConfig
+    make_driver: Callable[[], Driver] | None = None
+    beta: float = 1.0
+
+
+def stream_steps(config: StreamConfig, segments: list[Segment], rng: np.random.Generator) -> Iterator[ExpertStep]:
+    """The samples of one stream: its segments in order, one env per segment, one driver for all.
+
+    Episodes are numbered from 0 across the segments.
+    """
+    driver = config.make_driver() if config.make_driver is not None else None
+    try:
+        mix = DaggerMix(driver, config.beta, rng)
+        episodes = 0
+        for segment in segments:
+            town = config.towns[segment.town]
+            env = config.make_env(scenario=town.scenario)
+            try:
+                for sample in expert_steps(
+                    env, segment.steps, config.perturbation, rng, town=town, mix=mix, first_episode=episodes
+                ):
+                    yield sample
+                    episodes = sample.metadata["meta"]["episode"] + 1
+            finally:
+                env.close()
+    finally:
+        if driver is not None:
+            driver.close()
+
+
 def collect(
-    env: Any,
+    config: StreamConfig,
     writer: ShardWriter,
     steps: int,
-    perturbation: PerturbationConfig,
     seed: int,
     show_progress: bool = True,
 ) -> dict[str, int]:
-    """Drive the expert for ``steps`` samples in this process and write them.
+    """Collect ``steps`` samples in this process, over the towns in turn (``plan_segments``), and write them.
 
     Returns:
         Counts: ``samples``, ``episodes``, ``perturbed`` samples.
     """
     from tqdm import tqdm
 
+    (segments,) = plan_segments(steps, len(config.towns), 1)
     episodes = perturbed = 0
     with tqdm(total=steps, unit="sample", disable=not show_progress, desc="collect") as bar:
-        for sample in expert_steps(env, steps, perturbation, np.random.default_rng(seed)):
+        for sample in stream_steps(config, segments, np.random.default_rng(seed)):
             episodes = sample.metadata["meta"]["episode"] + 1
             perturbed += int(sample.is_perturbed)
             writer.write(sample.bev_rgb, sample.masks, sample.metadata, sample.caption, sample.chat)

@@ -1,10 +1,11 @@
 """Expert collection in worker processes, written by one shard writer.
 
-Each worker drives its own env (its own simulator) for its share of the steps and encodes the
-images (PNG, masks) itself, which is most of a sample's cost after the simulation; the parent
-only appends the encoded samples to the shards. The parent takes the workers' chunks in a fixed
-round-robin and numbers episodes in the order it reads them, so a dataset is a function of the
-seed, the step count and the number of workers: the same call writes the same samples.
+Each worker drives its own env (its own simulator) for its share of the steps (its segments of
+the towns, ``towns.plan_segments``) and encodes the images (PNG, masks) itself, which is most of
+a sample's cost after the simulation; the parent only appends the encoded samples to the
+shards. The parent takes the workers' chunks in a fixed round-robin and numbers episodes in the
+order it reads them, so a dataset is a function of the seed, the step count, the towns and the
+number of workers: the same call writes the same samples.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fast_sampler.executors.process import default_context
-from found_rl.dataset.collect import PerturbationConfig, expert_steps
+from found_rl.dataset.collect import StreamConfig, stream_steps
 from found_rl.dataset.shards import EncodedImages, ShardWriter, encode_images
+from found_rl.dataset.towns import Segment, plan_segments
 
 CHUNK_SAMPLES = 16
 """samples per message from a worker (one pickled message each, not one per sample)"""
@@ -40,12 +41,6 @@ class EncodedStep:
     is_perturbed: bool
 
 
-def worker_shares(steps: int, workers: int) -> list[int]:
-    """Steps per worker: as equal as possible, the first ones one more."""
-    base, extra = divmod(steps, workers)
-    return [base + int(index < extra) for index in range(workers)]
-
-
 def _put(out: Any, message: Any) -> None:
     """Put, waiting while the writer is behind; exit if the writer is gone (killed, not stopped)."""
     while True:
@@ -58,29 +53,18 @@ def _put(out: Any, message: Any) -> None:
                 raise SystemExit(1) from None
 
 
-def _work(
-    index: int,
-    steps: int,
-    seed: int,
-    make_env: Callable[[], Any],
-    perturbation: PerturbationConfig,
-    out: Any,
-) -> None:
+def _work(index: int, segments: list[Segment], seed: int, config: StreamConfig, out: Any) -> None:
     """A worker's life: chunks of encoded samples, then None; a traceback string if anything fails."""
     try:
-        env = make_env()
-        try:
-            chunk: list[EncodedStep] = []
-            for sample in expert_steps(env, steps, perturbation, np.random.default_rng([seed, index])):
-                images = encode_images(sample.bev_rgb, sample.masks)
-                chunk.append(EncodedStep(images, sample.metadata, sample.caption, sample.chat, sample.is_perturbed))
-                if len(chunk) == CHUNK_SAMPLES:
-                    _put(out, chunk)
-                    chunk = []
-            if chunk:
+        chunk: list[EncodedStep] = []
+        for sample in stream_steps(config, segments, np.random.default_rng([seed, index])):
+            images = encode_images(sample.bev_rgb, sample.masks)
+            chunk.append(EncodedStep(images, sample.metadata, sample.caption, sample.chat, sample.is_perturbed))
+            if len(chunk) == CHUNK_SAMPLES:
                 _put(out, chunk)
-        finally:
-            env.close()
+                chunk = []
+        if chunk:
+            _put(out, chunk)
         _put(out, None)
     except SystemExit:
         raise
@@ -105,21 +89,19 @@ def _next_message(inbox: Any, process: Any, index: int) -> list[EncodedStep] | N
 
 
 def collect_parallel(
-    make_env: Callable[[], Any],
+    config: StreamConfig,
     writer: ShardWriter,
     steps: int,
-    perturbation: PerturbationConfig,
     seed: int,
     workers: int,
     show_progress: bool = True,
 ) -> dict[str, int]:
-    """Drive the expert in ``workers`` processes for ``steps`` samples in all and write them here.
+    """Collect in ``workers`` processes for ``steps`` samples in all and write them here.
 
     Args:
-        make_env: builds one env (``observation="bev"``, ``render_mode="rgb_array"``) in a worker;
-            picklable where processes are spawned.
+        config: what each worker drives (picklable where processes are spawned).
         writer: the one shard writer (this process).
-        steps, perturbation, seed: as ``collect``; worker ``i`` draws from ``default_rng([seed, i])``.
+        steps, seed: as ``collect``; worker ``i`` draws from ``default_rng([seed, i])``.
         workers: processes, >= 1.
 
     Returns:
@@ -130,22 +112,22 @@ def collect_parallel(
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     context = default_context()
-    shares = worker_shares(steps, workers)
-    inboxes = [context.Queue(QUEUE_CHUNKS) for _ in shares]
+    plan = plan_segments(steps, len(config.towns), workers)
+    inboxes = [context.Queue(QUEUE_CHUNKS) for _ in plan]
     processes = [
         context.Process(
             target=_work,
-            args=(index, share, seed, make_env, perturbation, inboxes[index]),
+            args=(index, segments, seed, config, inboxes[index]),
             name=f"found-rl-collect-{index}",
             daemon=True,
         )
-        for index, share in enumerate(shares)
+        for index, segments in enumerate(plan)
     ]
     for process in processes:
         process.start()
     episode_ids: dict[tuple[int, int], int] = {}
     perturbed = 0
-    active = [index for index, share in enumerate(shares) if share > 0]
+    active = [index for index, segments in enumerate(plan) if segments]
     finished = False
     try:
         with tqdm(total=steps, unit="sample", disable=not show_progress, desc="collect") as bar:

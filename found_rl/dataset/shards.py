@@ -10,8 +10,9 @@ as they are; open_clip takes ``png`` as the image and ``txt`` as the caption)::
     000000042.json       state vector, command, speed, expert/executed action, target, ids
     000000042.chat.json  VLM conversation (prompt and JSON answer)
 
-``manifest.json`` lists the finished shards with their sample counts and the collection
-settings. Shards are written under a temporary name and renamed when complete, and the
+``manifest.json`` lists the finished shards with their sample counts, the towns the samples
+were collected in (``towns``: name, network hash, samples) and the collection settings.
+Shards are written under a temporary name and renamed when complete, and the
 manifest is rewritten atomically after each, so an interrupted collection leaves only whole
 shards behind.
 """
@@ -36,7 +37,9 @@ from found_rl.errors import UserError
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "found-rl-expert-webdataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: a sample's ``meta`` names its ``town``, ``network`` and ``driver`` and the manifest lists
+the towns; version 1 datasets read the same, their town unknown."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class ExpertSample:
         target_ego: next route target ``(x forward, y right)`` in metres.
         caption: CLIP caption of ``action``.
         chat: VLM conversation (``{"conversations": [...]}``).
-        meta: route id, episode, step, ``is_perturbed``.
+        meta: route id, episode, step, ``is_perturbed``, and (datasets of format 2) ``town``,
+            ``network`` and ``driver`` (who executed the step: ``expert``, ``advisor``,
+            ``checkpoint``).
     """
 
     key: str
@@ -70,6 +75,16 @@ class ExpertSample:
     caption: str
     chat: dict[str, Any]
     meta: dict[str, Any]
+
+    @property
+    def town(self) -> str | None:
+        """The scenario file's stem the sample was collected in; None when unknown (older datasets)."""
+        return self.meta.get("town")
+
+    @property
+    def network(self) -> str | None:
+        """Content hash of the town's road network (or the CARLA town); None when unknown."""
+        return self.meta.get("network")
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,9 @@ class ShardWriter:
         self.samples_per_shard = samples_per_shard
         self.settings = dict(settings or {})
         self.shards: list[dict[str, Any]] = []
+        self.towns: dict[tuple[str, str], int] = {}
+        """samples per ``(town, network)`` in the finished shards, in order of first appearance"""
+        self._shard_towns: dict[tuple[str, str], int] = {}
         self.num_samples = 0
         self._tar: tarfile.TarFile | None = None
         self._tar_tmp: Path | None = None
@@ -177,6 +195,10 @@ class ShardWriter:
         _add_bytes(self._tar, f"{key}.masks.npz", images.masks_npz)
         _add_bytes(self._tar, f"{key}.json", json.dumps(dict(metadata)).encode())
         _add_bytes(self._tar, f"{key}.chat.json", json.dumps(dict(chat)).encode())
+        meta = metadata.get("meta", {})
+        if "town" in meta:
+            town = (str(meta["town"]), str(meta.get("network", "")))
+            self._shard_towns[town] = self._shard_towns.get(town, 0) + 1
         self.num_samples += 1
         self._in_shard += 1
         if self._in_shard >= self.samples_per_shard:
@@ -209,6 +231,9 @@ class ShardWriter:
         name = self._shard_name()
         os.replace(self._tar_tmp, self.directory / name)
         self.shards.append({"name": name, "samples": self._in_shard})
+        for town, count in self._shard_towns.items():
+            self.towns[town] = self.towns.get(town, 0) + count
+        self._shard_towns = {}
         self._tar, self._tar_tmp, self._in_shard = None, None, 0
         self._write_manifest()
 
@@ -220,6 +245,10 @@ class ShardWriter:
                 "format_version": FORMAT_VERSION,
                 "num_samples": sum(shard["samples"] for shard in self.shards),
                 "shards": self.shards,
+                "towns": [
+                    {"name": name, "network": network, "samples": samples}
+                    for (name, network), samples in self.towns.items()
+                ],
                 "settings": self.settings,
                 "members": {
                     "png": "RGB BEV (H, W, 3)",
@@ -233,7 +262,7 @@ class ShardWriter:
 
 
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """The dataset's manifest.
+    """The dataset's manifest; ``towns`` is an empty list for a dataset that recorded none.
 
     Raises:
         FileNotFoundError: if the folder has no manifest.
@@ -247,6 +276,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     manifest = json.loads(path.read_text())
     if manifest.get("format") != FORMAT_NAME:
         raise UserError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT_NAME!r}")
+    manifest.setdefault("towns", [])  # format 1 recorded no towns: unknown, not none
     return manifest
 
 

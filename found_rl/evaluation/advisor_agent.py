@@ -28,21 +28,21 @@ FALLBACK_ACTION = np.array([-1.0, 0.0], dtype=np.float32)
 RETRY_S = 0.25  # between attempts to reach a server that is still starting
 
 
-def check_reachable(url: str, timeout_s: float) -> None:
+def check_reachable(url: str, timeout_s: float, flag: str = "--agent") -> None:
     """Raise ``ValueError`` unless ``GET url/healthz`` answers within ``timeout_s``.
 
     A refused connection is retried until then: a server started just before (``found-rl
-    serve ... &``) is still importing its backends.
+    serve ... &``) is still importing its backends. Messages name ``flag advisor:URL``.
     """
     if not url.startswith(("http://", "https://")):
-        raise UserError(f"--agent advisor:{url}: the URL must start with http:// or https://")
+        raise UserError(f"{flag} advisor:{url}: the URL must start with http:// or https://")
     health = url.rstrip("/") + "/healthz"
     deadline_s = time.monotonic() + timeout_s
     while True:
         try:
             with urllib.request.urlopen(health, timeout=max(deadline_s - time.monotonic(), 0.1)) as response:
                 if response.status != 200:
-                    raise UserError(f"--agent advisor:{url}: {health} answered HTTP {response.status}")
+                    raise UserError(f"{flag} advisor:{url}: {health} answered HTTP {response.status}")
                 return
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -50,7 +50,7 @@ def check_reachable(url: str, timeout_s: float) -> None:
                 time.sleep(RETRY_S)
                 continue
             raise UserError(
-                f"--agent advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
+                f"{flag} advisor:{url}: no advisor server answered {health} within {timeout_s:g} s ({reason}); "
                 "is `found-rl serve` running there?"
             ) from None
 
@@ -61,6 +61,7 @@ class AdvisorAgent:
     Args:
         url: base URL of a ``vlm_server`` (``http://host:port``).
         timeout_s: longest wait for one answer (and for the reachability check).
+        flag: the command-line flag that named the advisor, for messages.
 
     Raises:
         ValueError: if the server does not answer its health check in time.
@@ -68,12 +69,13 @@ class AdvisorAgent:
 
     observation: ObservationKind = "bev"
 
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 10.0, flag: str = "--agent") -> None:
         from vlm_server.client import BlockingAdvisorClient
 
-        check_reachable(url, timeout_s)
+        check_reachable(url, timeout_s, flag)
         self.name = f"advisor:{url}"
         self.url = url
+        self.flag = flag
         self.client = BlockingAdvisorClient(url, timeout_s=timeout_s)
         self.observer = ExpertObserver()
         self.renderer = None
@@ -99,7 +101,7 @@ class AdvisorAgent:
                 self.renderer.render_rgb(), observation.command, observation.speed_mps, observation.to_dict()
             )
         except AdvisorUnavailable as exc:
-            raise UserError(f"--agent advisor:{self.url}: the advisor stopped answering: {exc}") from exc
+            raise UserError(f"{self.flag} advisor:{self.url}: the advisor stopped answering: {exc}") from exc
         except AdvisorError:
             # A malformed answer (e.g. unparseable VLM text): keep the last action.
             self.failed_answers += 1

@@ -83,19 +83,20 @@ CONSTANT_AGENTS = {"still": 0.0, "throttle": 1.0}
 
 
 class CheckpointAgent:
-    """A trained policy, acting deterministically on the observation only."""
+    """A trained policy, acting deterministically on the observation only; messages name ``flag``."""
 
     observation: ObservationKind = "bev"
 
-    def __init__(self, path: str, device: str = "cpu") -> None:
+    def __init__(self, path: str, device: str = "cpu", flag: str = "--agent") -> None:
         from found_rl.checkpoint import load_policy
         from found_rl.devices import resolve_device
 
         checkpoint = Path(path)
         if not checkpoint.is_file():
-            raise FileNotFoundError(f"--agent checkpoint:{path}: no such checkpoint file")
+            raise FileNotFoundError(f"{flag} checkpoint:{path}: no such checkpoint file")
         resolved = resolve_device(device)  # before the checkpoint loads
         self.name = f"checkpoint:{path}"
+        self.flag = flag
         self.policy = load_policy(checkpoint, device=resolved)
 
     def bev_config(self) -> Any:
@@ -119,7 +120,7 @@ class CheckpointAgent:
         got_bev, got_state = tuple(space["bev"].shape), int(space["state"].shape[0])
         if want.bev_shape is not None and (tuple(want.bev_shape), want.state_dim) != (got_bev, got_state):
             raise UserError(
-                f"--agent {self.name}: the policy was built for bev {tuple(want.bev_shape)} and state "
+                f"{self.flag} {self.name}: the policy was built for bev {tuple(want.bev_shape)} and state "
                 f"({want.state_dim},), but this scenario gives bev {got_bev} and state ({got_state},)"
             )
 
@@ -147,8 +148,8 @@ def parse_agent_spec(spec: str) -> tuple[str, str]:
     raise UserError(f"--agent: unknown agent {spec!r}; expected one of {', '.join(AGENT_SPECS)}")
 
 
-def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.0) -> Any:
-    """Build the agent named by ``spec``.
+def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.0, flag: str = "--agent") -> Any:
+    """Build the agent named by ``spec`` (``flag``, the option that named it, is in its messages).
 
     Raises:
         ValueError: for an unknown spec or an unreachable advisor.
@@ -156,11 +157,11 @@ def make_agent(spec: str, *, device: str = "cpu", advisor_timeout_s: float = 10.
     """
     kind, argument = parse_agent_spec(spec)
     if kind == "checkpoint":
-        return CheckpointAgent(argument, device=device)
+        return CheckpointAgent(argument, device=device, flag=flag)
     if kind == "advisor":
         from found_rl.evaluation.advisor_agent import AdvisorAgent
 
-        return AdvisorAgent(argument, timeout_s=advisor_timeout_s)
+        return AdvisorAgent(argument, timeout_s=advisor_timeout_s, flag=flag)
     if kind in CONSTANT_AGENTS:
         return ConstantAgent(kind, CONSTANT_AGENTS[kind])
     return ExpertAgent()

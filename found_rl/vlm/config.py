@@ -25,7 +25,8 @@ class FinetuneConfig:
     """Everything one fine-tuning run needs.
 
     Attributes:
-        data: expert dataset folder (``found-rl expert collect --out``).
+        data: expert dataset folder (``found-rl expert collect --out``), or several folders
+            trained on as one set (DAgger rounds); one folder is a plain string, as runs record it.
         model: local image-text-to-text checkpoint folder.
         out: run folder.
         method: ``lora`` (adapters on the language model, merged at the end) or ``full``.
@@ -49,7 +50,7 @@ class FinetuneConfig:
         gradient_checkpointing: trade compute for activation memory.
     """
 
-    data: str
+    data: str | tuple[str, ...]
     model: str
     out: str
     method: str = "lora"
@@ -79,6 +80,9 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise UserError(f"method must be one of {METHODS}, got {self.method!r}")
+        if isinstance(self.data, list | tuple):
+            folders = tuple(str(folder) for folder in self.data)
+            object.__setattr__(self, "data", folders[0] if len(folders) == 1 else folders)
         if self.precision not in PRECISIONS:
             raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         for name, minimum in (("batch_size", 1), ("grad_accum", 1), ("save_every", 1), ("log_every", 1),
@@ -95,6 +99,12 @@ class FinetuneConfig:
             object.__setattr__(self, "learning_rate", 2e-4 if self.method == "lora" else 1e-5)
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise UserError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+
+
+    @property
+    def data_folders(self) -> tuple[str, ...]:
+        """``data`` as a tuple of folders, one or several."""
+        return (self.data,) if isinstance(self.data, str) else tuple(self.data)
 
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
@@ -114,4 +124,6 @@ def config_json(config: FinetuneConfig) -> dict[str, Any]:
     """``config`` as plain JSON data (what ``config.json`` holds and ``--resume`` compares)."""
     data = asdict(config)
     data["lora"]["targets"] = list(config.lora.targets)
+    if not isinstance(config.data, str):
+        data["data"] = list(config.data)
     return data

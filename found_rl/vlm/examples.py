@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import tarfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ class ChatExample:
         speed_mps: ego forward speed.
         target_ego: next route target ``(x forward, y right)``, metres.
         action: the expert ``(acc, steer)`` the answer encodes (unrounded).
-        episode: episode index within the collection run.
+        episode: episode index within the collection run (within the union, for several datasets).
     """
 
     key: str
@@ -83,6 +83,25 @@ def load_chat_examples(directory: str | Path) -> list[ChatExample]:
             f"--data {directory}: the dataset has no chat samples (manifest lists {manifest['num_samples']} "
             "samples); collect some with `found-rl expert collect --steps N --out DIR`"
         )
+    return examples
+
+
+def load_datasets(directories: Sequence[str | Path]) -> list[ChatExample]:
+    """The chat examples of several datasets as one set, in the order given.
+
+    Each collection numbers its episodes from 0, so dataset ``k``'s episodes are shifted past
+    those of the datasets before it: an episode stays whole on one side of the split. One
+    folder reads exactly as :func:`load_chat_examples`.
+
+    Raises:
+        As :func:`load_chat_examples`, naming the folder.
+    """
+    examples: list[ChatExample] = []
+    offset = 0
+    for directory in directories:
+        part = load_chat_examples(directory)
+        examples.extend(replace(example, episode=example.episode + offset) for example in part)
+        offset += max(example.episode for example in part) + 1
     return examples
 
 

@@ -36,7 +36,7 @@ from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
 from found_rl.vlm.batches import count_tokens, encode_batch
 from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_precision
-from found_rl.vlm.examples import load_chat_examples, split_episodes
+from found_rl.vlm.examples import load_datasets, split_episodes
 from found_rl.vlm.lora import add_lora, merged
 from found_rl.vlm.scratch import untrained_card
 
@@ -72,7 +72,7 @@ class Finetuner:
         self.out = Path(config.out)
         self.show_progress = show_progress
         self._check_out(resume)
-        examples = load_chat_examples(config.data)
+        examples = load_datasets(config.data_folders)
         train_ids, held_ids = split_episodes((e.episode for e in examples), config.eval_fraction, config.split_seed)
         self.train = [e for e in examples if e.episode in train_ids]
         self.held_out = [e for e in examples if e.episode in held_ids]
@@ -365,7 +365,7 @@ class Finetuner:
                 "method": self.config.method,
                 "steps": self.step,
                 "train_seconds": round(self.train_seconds, 1),
-                "data": str(self.config.data),
+                "data": self.config.data if isinstance(self.config.data, str) else list(self.config.data),
                 "eval_fraction": self.config.eval_fraction,
                 "split_seed": self.config.split_seed,
                 "trained_by": "found-rl vlm finetune",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from found_rl.dataset.text import chat_answer, chat_prompt
-from found_rl.vlm.examples import load_chat_examples, select_split, split_episodes
+from found_rl.vlm.examples import load_chat_examples, load_datasets, select_split, split_episodes
 
 
 def test_examples_carry_the_servers_prompt_and_the_expert_answer(expert_data):
@@ -40,6 +40,15 @@ def test_select_split_partitions_the_samples(expert_data):
     held_out = select_split(examples, "eval", 0.25, 0)
     assert len(train) + len(held_out) == len(examples) == len(select_split(examples, "all", 0.25, 0))
     assert not {e.episode for e in train} & {e.episode for e in held_out}
+
+
+def test_several_datasets_are_one_set_whose_episodes_stay_apart(expert_data, dataset_writer, tmp_path):
+    other = dataset_writer(tmp_path / "round1", episodes=3, steps=2, seed=1)
+    union = load_datasets([expert_data, other])
+    assert len(union) == 20 + 6
+    assert [e.episode for e in union] == [e // 5 for e in range(20)] + [4 + e // 2 for e in range(6)]
+    assert [e.key for e in union[20:]] == [e.key for e in load_chat_examples(other)]
+    assert load_datasets([expert_data]) == load_chat_examples(expert_data)
 
 
 def test_folder_without_a_dataset_is_refused(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -178,3 +179,14 @@ def test_max_minutes_stops_after_the_step_that_reaches_it_with_a_checkpoint_and_
                        show_progress=False)
     finished = longer.run()
     assert finished["steps"] == 3 and finished["stopped_by"] == "steps"
+
+
+def test_several_datasets_train_as_one_set_and_the_run_records_them(expert_data, dataset_writer, tiny_vlm_dir, tmp_path):  # noqa: E501
+    other = dataset_writer(tmp_path / "round1", episodes=2, steps=3, seed=1)
+    run = tmp_path / "run"
+    settings = config(expert_data, tiny_vlm_dir, run, steps=1, eval_every=0, eval_fraction=0.0)
+    finetuner = Finetuner(replace(settings, data=(str(expert_data), str(other))), show_progress=False)
+    assert len(finetuner.train) == 20 + 6 and finetuner.split["train_episodes"] == list(range(6))
+    finetuner.run()
+    assert json.loads((run / "config.json").read_text())["data"] == [str(expert_data), str(other)]
+    assert json.loads((run / "model" / "found_rl_advisor.json").read_text())["data"] == [str(expert_data), str(other)]
