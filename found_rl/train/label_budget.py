@@ -132,7 +132,8 @@ def request_sizes(largest: int) -> list[int]:
 
 
 def rate_at_own_batch(answers_per_s_by_size: Mapping[int, float], env_steps_per_s: float,
-                      items_per_request: Callable[[float], float], *, cpu_share: float = 0.15) -> tuple[float, float]:
+                      items_per_request: Callable[[float], float], *,
+                      cpu_share: float = 0.15) -> tuple[float, float, float]:
     """The label rate whose own requests the advisor answers within its CPU share.
 
     An advisor answers a batch of 16 several times faster per item than single items, and the
@@ -143,7 +144,8 @@ def rate_at_own_batch(answers_per_s_by_size: Mapping[int, float], env_steps_per_
     largest size reaches it from above, as both functions grow with their argument.
 
     Returns:
-        ``(rate, items)``: the rate and the request size it makes (its speed's measuring point).
+        ``(rate, items, answers_per_s)``: the rate, the size of the requests it makes, and the
+        advisor's speed at that size.
     """
     if not answers_per_s_by_size:
         raise ValueError("rate_at_own_batch: no request size measured")
@@ -159,4 +161,5 @@ def rate_at_own_batch(answers_per_s_by_size: Mapping[int, float], env_steps_per_
         if following >= rate:
             break
         rate = following
-    return rate, items_per_request(rate)
+    items = items_per_request(rate)
+    return rate, items, answers_per_s(items)

@@ -265,12 +265,12 @@ class AdvisorLink:
 
         measured = {size: probe_answers_per_s(self.client, payloads, items=size)
                     for size in request_sizes(self.request_items)}
-        self.rate, size = rate_at_own_batch(measured, self.auto_rate_steps_per_s * per_observation,
-                                            items_per_request, cpu_share=self.cpu_share)
-        log.info("advisor answers %.0f requests/s at %d per request: label rate %.2g for a loop of %.0f env steps/s",
-                 measured[size], size, self.rate, self.auto_rate_steps_per_s)
+        self.rate, items, answers_per_s = rate_at_own_batch(
+            measured, self.auto_rate_steps_per_s * per_observation, items_per_request, cpu_share=self.cpu_share)
+        log.info("advisor answers %.0f requests/s at %.1f per request: label rate %.2g for a loop of %.0f env steps/s",
+                 answers_per_s, items, self.rate, self.auto_rate_steps_per_s)
         if self.on_rate_chosen is not None:
-            self.on_rate_chosen(self.rate, measured[size], measured)
+            self.on_rate_chosen(self.rate, answers_per_s, measured)
 
     def submit(self, step_id: StepId, advice: dict[str, Any], action: np.ndarray, env_step: int) -> list[str]:
         """Ask about o_t (``advice`` came with o_t) and the executed action a_t; the ids sent."""

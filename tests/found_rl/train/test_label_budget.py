@@ -100,10 +100,10 @@ def test_the_rate_is_budgeted_at_the_size_of_the_requests_it_makes():
     def items_per_request(rate):  # 4 clips, flushed every 4 lock-steps
         return min(16, 4 * rate * 4)
 
-    rate, items = rate_at_own_batch(measured, 100.0, items_per_request)
-    assert (rate, items) == (0.06, pytest.approx(0.96))  # 0.3 at 16 items would make requests of 4.8
+    rate, items, answers_per_s = rate_at_own_batch(measured, 100.0, items_per_request)
+    assert (rate, items, answers_per_s) == (0.06, pytest.approx(0.96), 40.0)  # 0.3 at 16 items would make requests of 4.8
     faster = {1: 100.0, 2: 150.0, 4: 220.0, 8: 300.0, 16: 400.0}
-    rate, items = rate_at_own_batch(faster, 100.0, items_per_request)
+    rate, items, _ = rate_at_own_batch(faster, 100.0, items_per_request)
     assert (rate, items) == (0.4, pytest.approx(6.4))  # between the measured sizes
     assert 0.15 * (220 + 80 * (items - 4) / 4) / 100 == pytest.approx(rate, abs=0.01)  # a fixed point
-    assert rate_at_own_batch({1: 1000.0, 16: 1000.0}, 100.0, items_per_request) == (1.0, 16)
+    assert rate_at_own_batch({1: 1000.0, 16: 1000.0}, 100.0, items_per_request) == (1.0, 16, 1000.0)
