@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from found_rl.dataset.shards import ShardWriter
-from found_rl.dataset.text import chat_sample, clip_caption
+from found_rl.dataset.text import chat_sample, clip_caption, prompt_speed_mps
 from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver, expert_action
 
@@ -128,7 +128,7 @@ def expert_steps(
         executed = perturber.apply(action)
         is_perturbed = perturber.is_active or not np.array_equal(executed, action)
         acc, steer = float(action[0]), float(action[1])
-        speed_mps = float(snapshot.ego.forward_speed_mps)
+        speed_mps = prompt_speed_mps(snapshot.ego)
         command = int(info["command"])
         target = observation.target_ego_xy
         yield ExpertStep(
