@@ -178,3 +178,17 @@ def test_max_minutes_stops_after_the_step_that_reaches_it_with_a_checkpoint_and_
                        show_progress=False)
     finished = longer.run()
     assert finished["steps"] == 3 and finished["stopped_by"] == "steps"
+
+
+def test_exported_card_records_the_training_towns_network_hashes(tiny_vlm_dir, tmp_path):
+    from tests.town_datasets import Row, write_town_dataset
+    from vlm_server.backends.hf_checks import ADVISOR_CARD
+
+    rows = [Row(0, "A", "net-a"), Row(1, "B", "net-b"), Row(2, "A", "net-a")] * 2
+    data = write_town_dataset(tmp_path / "data", rows)
+    finetuner = Finetuner(config(data, tiny_vlm_dir, tmp_path / "run", steps=1, eval_every=0, eval_fraction=0.34),
+                          show_progress=False)
+    finetuner.run()
+    card = json.loads((tmp_path / "run" / "model" / ADVISOR_CARD).read_text())
+    expected = {e.network: e.town for e in finetuner.train}  # held-out episodes' towns are not training towns
+    assert card["training_towns"] == expected and set(expected) <= {"net-a", "net-b"}
