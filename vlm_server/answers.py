@@ -3,6 +3,10 @@
 Parsing is by key name, never by position (the public code took the first three numbers,
 so a reordered answer silently swapped steer and brake). Values are clipped to their ranges
 by ``controls_to_action``; an answer without all three keys is an error, not a zero action.
+An answer writes its controls to ``ANSWER_DECIMALS`` places (``answer_controls``), and an
+action's METHOD §3 class is taken after that rounding (``answer_class``), whether the action is
+the expert's or a model's answer: an expert steer of 0.049 is written 0.05, and a model that
+writes it back exactly must agree with the expert's class.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from vlm_server.actions import controls_to_action
-from vlm_server.anchors import COMMAND_PHRASES, command_index
+from vlm_server.actions import Controls, action_to_controls, controls_to_action
+from vlm_server.anchors import COMMAND_PHRASES, action_index, command_index
 
 PROMPT_TEMPLATE = (
     "You are a driving agent in a simulated environment.\n"
@@ -26,6 +30,8 @@ PROMPT_TEMPLATE = (
     '{{"throttle": float, "steer": float, "brake": float}}'
 )
 KEYS = ("throttle", "steer", "brake")
+ANSWER_DECIMALS = 2
+"""Decimal places of each control in a training answer (``found_rl.dataset.text.chat_answer``)."""
 _OBJECT = re.compile(r"\{[^{}]*\}")
 _NUMBER = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _KEY_VALUE = {
@@ -56,6 +62,21 @@ def build_prompt(
         target_line=target_line,
         command=COMMAND_PHRASES[command_index(command)],
     )
+
+
+def answer_controls(acc: float, steer: float) -> Controls:
+    """The controls an answer writes for action ``(acc, steer)``: clipped, rounded to ``ANSWER_DECIMALS``."""
+    return Controls(*(round(value, ANSWER_DECIMALS) for value in action_to_controls(acc, steer)))
+
+
+def answer_class(action: tuple[float, float]) -> int:
+    """METHOD §3 class index (``anchors.action_index``) of ``action`` as an answer writes it.
+
+    The one quantisation for both sides of a class comparison: the expert's action and a
+    parsed answer both pass through ``answer_controls`` (idempotent on a two-decimal answer),
+    so a model that writes its training target back exactly always agrees.
+    """
+    return action_index(*controls_to_action(*answer_controls(*action)))
 
 
 def parse_answer(text: str) -> ParsedAnswer:

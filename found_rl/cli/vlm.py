@@ -109,7 +109,9 @@ def _configure_evaluate(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", required=True, type=Path, help="model folder (e.g. a finetune run's model/)")
     parser.add_argument(
-        "--split", choices=("eval", "train", "all"), default="eval", help="which episodes to score (default: held-out)"
+        "--split", choices=("eval", "train", "all", "other-towns"), default="eval",
+        help="which samples to score: eval (held-out episodes; default), train, all, or other-towns (all "
+        "samples of a dataset of other towns; warns if a road network was in the training data)",
     )
     _add_split_flags(parser, defaults=False)
     parser.add_argument("--limit", type=int_at_least(1), help="score at most this many samples (the first ones)")
@@ -233,14 +235,18 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from found_rl.dataset.town_overlap import overlap_warning
     from found_rl.vlm.evaluate import evaluate
     from found_rl.vlm.examples import load_datasets, select_split
+    from found_rl.vlm.training_data import training_data
 
     _check_data(args.data)
     if not args.model.is_dir():
         raise FileNotFoundError(f"--model {args.model}: no such folder")
-    eval_fraction, split_seed = _split_settings(args)
-    examples = select_split(load_datasets(args.data), args.split, eval_fraction, split_seed)
+    card = _advisor_card(args.model)
+    eval_fraction, split_seed = _split_settings(args, card)
+    all_examples = load_datasets(args.data)
+    examples = select_split(all_examples, args.split, eval_fraction, split_seed)
     if not examples:
         raise UserError(
             f"--split {args.split}: --data {' '.join(map(str, args.data))} has no samples in those episodes "
@@ -248,10 +254,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     if args.limit is not None:
         examples = examples[: args.limit]
+    training = training_data(card, args.data, all_examples, eval_fraction, split_seed)
     quiet_transformers()
     report = evaluate(
         examples,
         str(args.model),
+        training,
         batch_size=args.batch_size,
         device=args.device,
         dtype=args.dtype,
@@ -260,6 +268,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
     )
     report["split"] = {"name": args.split, "eval_fraction": eval_fraction, "split_seed": split_seed}
+    overlap = report["towns_overlap_training"]
+    if args.split == "other-towns" and overlap:
+        print(overlap_warning(overlap), file=sys.stderr)
+    elif args.split == "other-towns" and overlap is None:
+        print(
+            f"note: cannot check that --data {' '.join(map(str, args.data))} is held out by town: the road networks of "
+            + ("--data" if not any(e.network for e in examples) else "the model's training data")
+            + " are not recorded",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(_nan_to_null(report), allow_nan=False))
     else:
@@ -278,15 +296,22 @@ def _check_data(folders: list[Path]) -> None:
             raise UserError(f"--data {folders[index]}: given twice; name each dataset once")
 
 
-def _split_settings(args: argparse.Namespace) -> tuple[float, int]:
-    """Flags first, then the split the model was trained with (its advisor card), then the defaults."""
+def _advisor_card(model: Path) -> dict:
+    """The model's ``found_rl_advisor.json`` ({} when it has none)."""
     from vlm_server.backends.hf_checks import ADVISOR_CARD
 
-    card_path = args.model / ADVISOR_CARD
-    card = json.loads(card_path.read_text()) if card_path.is_file() else {}
-    trained_on = card.get("data")
-    trained_on = [trained_on] if isinstance(trained_on, str) else trained_on
-    if trained_on and [Path(folder).resolve() for folder in trained_on] != [folder.resolve() for folder in args.data]:
+    card_path = model / ADVISOR_CARD
+    return json.loads(card_path.read_text()) if card_path.is_file() else {}
+
+
+def _split_settings(args: argparse.Namespace, card: dict) -> tuple[float, int]:
+    """Flags first, then the split the model was trained with (its advisor card), then the defaults."""
+    from found_rl.vlm.training_data import trained_on_folders
+
+    trained_on = trained_on_folders(card)
+    is_episode_split = args.split in ("train", "eval")
+    if is_episode_split and trained_on and (
+            [Path(folder).resolve() for folder in trained_on] != [folder.resolve() for folder in args.data]):
         print(
             f"note: {args.model} was trained on {' '.join(trained_on)}; the {args.split} split of --data "
             f"{' '.join(map(str, args.data))} uses the same fraction and seed but other episodes",
@@ -309,15 +334,50 @@ def _nan_to_null(value):
     return value
 
 
+TABLE_COLUMNS = (("class agreement", "class_agreement", "{:>8.1%}"), ("MAE steer", "mae_steer", "{:>8.3f}"),
+                 ("MAE acc", "mae_acc", "{:>8.3f}"))
+"""The metrics shown for the model and each baseline, side by side (title, key, cell format)."""
+
+
 def _print_table(report: dict) -> None:
-    header = f"{'command':<16}{'samples':>8}{'parsed':>9}{'MAE acc':>9}{'MAE steer':>10}{'class agr.':>11}"
+    answerers = ("model", *report["baselines"])
+    width = 8 * len(answerers)
+    header = f"{'':<16}{'':>8}{'':>8}" + "".join(f"  {title:^{width}}" for title, _, _ in TABLE_COLUMNS)
+    names = "".join(f"{_short(name):>8}" for name in answerers)
+    subheader = f"{'':<16}{'samples':>8}{'parsed':>8}" + f"  {names}" * len(TABLE_COLUMNS)
     print(header)
-    print("-" * len(header))
-    rows = [*report["per_command"].items(), ("all", report)]
-    for name, row in rows:
-        print(
-            f"{name:<16}{row['samples']:>8}{row['parse_rate']:>9.1%}{row['mae_acc']:>9.3f}{row['mae_steer']:>10.3f}"
-            f"{row['class_agreement']:>11.1%}"
-        )
+    print(subheader)
+    sections = [("command", report["per_command"])]
+    if "per_town" in report:
+        sections.append(("town", report["per_town"]))
+    for title, rows in sections:
+        print(f"{'per ' + title:<16}" + "-" * (len(subheader) - 16))
+        for name, row in rows.items():
+            print(_table_row(name, row, answerers))
+    print("-" * len(subheader))
+    print(_table_row("all", report, answerers))
     split = report["split"]
-    print(f"split: {split['name']} episodes (fraction {split['eval_fraction']:g}, seed {split['split_seed']})")
+    if split["name"] in ("train", "eval"):
+        print(f"split: {split['name']} episodes (fraction {split['eval_fraction']:g}, seed {split['split_seed']})")
+    else:
+        print(f"split: {split['name']} (every sample of --data)")
+    print(
+        "baselines, never shown the image: major. = always the most frequent class (its median action); "
+        "prompt = the same per command, speed bin and target bearing; fitted on " + report["baselines_fitted_on"]
+    )
+    overlap = report["towns_overlap_training"]
+    if overlap is not None:
+        towns = ", ".join(sorted({entry["town"] for entry in overlap})) or "none"
+        print(f"road networks also in the training data: {towns}")
+
+
+def _short(name: str) -> str:
+    return {"majority": "major.", "prompt_only": "prompt"}.get(name, name)
+
+
+def _table_row(name: str, row: dict, answerers: tuple[str, ...]) -> str:
+    cells = f"{name:<16}{row['samples']:>8}{row['parse_rate']:>8.1%}"
+    for _, key, cell in TABLE_COLUMNS:
+        values = [row[key], *(row["baselines"][b][key] for b in answerers[1:])]
+        cells += "  " + "".join(cell.format(value) for value in values)
+    return cells

@@ -16,7 +16,7 @@ import numpy as np
 
 from found_rl.dataset.mixing import DaggerMix, Driver
 from found_rl.dataset.shards import ShardWriter
-from found_rl.dataset.text import chat_sample, clip_caption
+from found_rl.dataset.text import chat_sample, clip_caption, prompt_speed_mps
 from found_rl.dataset.towns import Segment, Town, plan_segments
 from found_rl.errors import UserError
 from found_rl.expert import ExpertDriver, expert_action
@@ -150,7 +150,7 @@ def expert_steps(
         executed = perturber.apply(chosen)
         is_perturbed = perturber.is_active or not np.array_equal(executed, chosen)
         acc, steer = float(action[0]), float(action[1])
-        speed_mps = float(snapshot.ego.forward_speed_mps)
+        speed_mps = prompt_speed_mps(snapshot.ego)
         command = int(info["command"])
         target = observation.target_ego_xy
         yield ExpertStep(

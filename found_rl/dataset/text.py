@@ -6,13 +6,17 @@ server's own (``vlm_server.answers.build_prompt``: speed, next-target vector in 
 command), so a VLM fine-tuned on this data sees at RL time exactly what it was trained on; the
 answer is the expert's action as ``{"throttle": .., "steer": .., "brake": ..}`` rounded to two
 decimals, which ``vlm_server.actions.controls_to_action`` maps back to ``(acc, steer)``.
+
+The prompt's speed is ``prompt_speed_mps``, the one definition the collected data and the
+training env's advice requests both use: what the model reads at RL time is what it was
+trained on, down to the sign.
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from vlm_server.actions import action_to_controls
 from vlm_server.anchors import (
     COMMAND_PHRASES,
     LAT_PHRASES,
@@ -23,10 +27,23 @@ from vlm_server.anchors import (
     command_index,
     speed_bin,
 )
-from vlm_server.answers import build_prompt
+from vlm_server.answers import answer_controls, build_prompt
+
+if TYPE_CHECKING:
+    from found_rl.world import EgoState
 
 IMAGE_TOKEN = "<image>\n"
 """Where the image goes in a LLaVA/InternVL-style conversation turn."""
+
+
+def prompt_speed_mps(ego: EgoState) -> float:
+    """The speed an advisor's prompt (and CLIP speed bin) states: forward speed, m/s, signed.
+
+    Forward speed (velocity along the heading, negative when rolling backwards) is what the
+    state vector's ``velocity_forward_mps`` and the expert's observation use; ``|v|`` would call
+    a car that slides backwards at 2 m/s "moving slowly forward" and differ from the data.
+    """
+    return float(ego.forward_speed_mps)
 
 
 def clip_caption(command: int, speed_mps: float, acc: float, steer: float) -> str:
@@ -51,8 +68,8 @@ def chat_prompt(speed_mps: float, target_ego: tuple[float, float], command: int)
 
 def chat_answer(acc: float, steer: float) -> str:
     """The expert action as the JSON answer a VLM is trained to emit (keys in this order)."""
-    throttle, steer, brake = action_to_controls(acc, steer)
-    return json.dumps({"throttle": round(throttle, 2), "steer": round(steer, 2), "brake": round(brake, 2)})
+    throttle, steer, brake = answer_controls(acc, steer)
+    return json.dumps({"throttle": throttle, "steer": steer, "brake": brake})
 
 
 def chat_sample(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from found_rl.dataset.text import prompt_speed_mps
 from found_rl.errors import UserError
 from found_rl.expert import ExpertObserver
 from found_rl.world import WorldSnapshot
@@ -98,7 +99,7 @@ class AdvisorAgent:
         self.renderer.render(snapshot, self.observer.route_index)
         try:
             acc, steer = self.client.advise(
-                self.renderer.render_rgb(), observation.command, observation.speed_mps, observation.to_dict()
+                self.renderer.render_rgb(), observation.command, prompt_speed_mps(snapshot.ego), observation.to_dict()
             )
         except AdvisorUnavailable as exc:
             raise UserError(f"{self.flag} advisor:{self.url}: the advisor stopped answering: {exc}") from exc

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from found_rl.dataset.text import prompt_speed_mps
 from found_rl.expert import ExpertObserver
 from found_rl.sim.carla.supervised_backend import PORT_STRIDE, start_supervised_backend, visible_gpu
 
@@ -55,8 +56,10 @@ class AdviceInfo(gym.Wrapper):
         return obs, reward, terminated, truncated, self._with_advice(info)
 
     def _with_advice(self, info: dict[str, Any]) -> dict[str, Any]:
-        advice: dict[str, Any] = {"command": int(info["command"]), "speed_mps": float(info["speed_mps"])}
         driving_env = self.env.unwrapped
+        # the prompt's speed as the expert data states it (not info["speed_mps"], which is |v|)
+        speed_mps = prompt_speed_mps(driving_env.snapshot.ego)
+        advice: dict[str, Any] = {"command": int(info["command"]), "speed_mps": speed_mps}
         if self._observer is not None:
             advice["state"] = self._observer.observe(driving_env.snapshot).to_dict()
         if self.with_image:

@@ -16,11 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from found_rl.dataset.metadata import town_fields
 from found_rl.dataset.shards import read_manifest
 from found_rl.dataset.text import IMAGE_TOKEN
 from found_rl.errors import UserError
 
-SPLITS = ("train", "eval", "all")
+SPLITS = ("train", "eval", "all", "other-towns")
+"""``other-towns`` scores every sample, like ``all``, and checks that none of its road networks
+were in the model's training data (``found_rl.dataset.town_overlap``)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class ChatExample:
         target_ego: next route target ``(x forward, y right)``, metres.
         action: the expert ``(acc, steer)`` the answer encodes (unrounded).
         episode: episode index within the collection run (within the union, for several datasets).
+        town: readable town name (``meta["town"]``); None in datasets that predate it.
+        network: content hash of the town's road network (``meta["network"]``); None likewise.
     """
 
     key: str
@@ -48,6 +53,8 @@ class ChatExample:
     target_ego: tuple[float, float]
     action: tuple[float, float]
     episode: int
+    town: str | None = None
+    network: str | None = None
 
     def image(self) -> np.ndarray:
         """``(H, W, 3)`` uint8 RGB."""
@@ -134,6 +141,8 @@ def _example(path: Path, key: str, group: dict[str, bytes]) -> ChatExample:
         metadata = json.loads(group["json"])
         acc, steer = (float(v) for v in metadata["action"])
         target_x, target_y = (float(v) for v in metadata["target_ego"])
+        meta = metadata.get("meta", {})
+        town, network = town_fields(meta)
         example = ChatExample(
             key=key,
             png=group["png"],
@@ -143,7 +152,9 @@ def _example(path: Path, key: str, group: dict[str, bytes]) -> ChatExample:
             speed_mps=float(metadata["speed_mps"]),
             target_ego=(target_x, target_y),
             action=(acc, steer),
-            episode=int(metadata.get("meta", {}).get("episode", 0)),
+            episode=int(meta.get("episode", 0)),
+            town=town,
+            network=network,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(
@@ -179,10 +190,10 @@ def split_episodes(episodes: Iterable[int], eval_fraction: float, seed: int) -> 
 
 
 def select_split(examples: Sequence[ChatExample], split: str, eval_fraction: float, seed: int) -> list[ChatExample]:
-    """The examples of ``split`` (``train``, ``eval`` or ``all``) under the episode split."""
+    """The examples of ``split`` (``train``, ``eval``, ``all`` or ``other-towns``) under the episode split."""
     if split not in SPLITS:
         raise UserError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
-    if split == "all":
+    if split in ("all", "other-towns"):
         return list(examples)
     train, held_out = split_episodes((e.episode for e in examples), eval_fraction, seed)
     chosen = train if split == "train" else held_out

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from found_rl.atomic import replaced_atomically
+from found_rl.dataset.town_overlap import networks_of
 from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
 from found_rl.vlm.batches import count_tokens, encode_batch
@@ -368,6 +369,9 @@ class Finetuner:
                 "data": self.config.data if isinstance(self.config.data, str) else list(self.config.data),
                 "eval_fraction": self.config.eval_fraction,
                 "split_seed": self.config.split_seed,
+                # {network hash: town} of the training episodes: `vlm evaluate --split other-towns`
+                # checks a dataset against it even after the training data is gone
+                "training_towns": networks_of(self.train),
                 "trained_by": "found-rl vlm finetune",
             },
         )

@@ -101,7 +101,8 @@ def test_the_rate_is_budgeted_at_the_size_of_the_requests_it_makes():
         return min(16, 4 * rate * 4)
 
     rate, items, answers_per_s = rate_at_own_batch(measured, 100.0, items_per_request)
-    assert (rate, items, answers_per_s) == (0.06, pytest.approx(0.96), 40.0)  # 0.3 at 16 items would make requests of 4.8
+    # 0.3 chosen at 16 items would make requests of 4.8 items
+    assert (rate, items, answers_per_s) == (0.06, pytest.approx(0.96), 40.0)
     faster = {1: 100.0, 2: 150.0, 4: 220.0, 8: 300.0, 16: 400.0}
     rate, items, _ = rate_at_own_batch(faster, 100.0, items_per_request)
     assert (rate, items) == (0.4, pytest.approx(6.4))  # between the measured sizes

@@ -190,3 +190,17 @@ def test_several_datasets_train_as_one_set_and_the_run_records_them(expert_data,
     finetuner.run()
     assert json.loads((run / "config.json").read_text())["data"] == [str(expert_data), str(other)]
     assert json.loads((run / "model" / "found_rl_advisor.json").read_text())["data"] == [str(expert_data), str(other)]
+
+
+def test_exported_card_records_the_training_towns_network_hashes(tiny_vlm_dir, tmp_path):
+    from tests.town_datasets import Row, write_town_dataset
+    from vlm_server.backends.hf_checks import ADVISOR_CARD
+
+    rows = [Row(0, "A", "net-a"), Row(1, "B", "net-b"), Row(2, "A", "net-a")] * 2
+    data = write_town_dataset(tmp_path / "data", rows)
+    finetuner = Finetuner(config(data, tiny_vlm_dir, tmp_path / "run", steps=1, eval_every=0, eval_fraction=0.34),
+                          show_progress=False)
+    finetuner.run()
+    card = json.loads((tmp_path / "run" / "model" / ADVISOR_CARD).read_text())
+    expected = {e.network: e.town for e in finetuner.train}  # held-out episodes' towns are not training towns
+    assert card["training_towns"] == expected and set(expected) <= {"net-a", "net-b"}

@@ -41,3 +41,15 @@ def test_per_command_groups_by_road_option():
 def test_mismatched_lengths_are_refused():
     with pytest.raises(ValueError, match="as many predictions"):
         score([(0.0, 0.0)], [])
+
+
+@pytest.mark.parametrize(
+    "expert",
+    [(0.5, 0.049), (0.8004, 0.0), (-0.5004, -0.3001)],  # each rounds across a class boundary
+)
+def test_an_answer_that_writes_the_training_target_back_agrees_with_the_expert(expert):
+    from found_rl.dataset.text import chat_answer
+    from vlm_server.answers import parse_answer
+
+    written = parse_answer(chat_answer(*expert)).action  # what a perfect model answers
+    assert score([expert], [written])["class_agreement"] == 1.0
