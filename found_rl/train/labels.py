@@ -24,6 +24,7 @@ soon as a probe is answered.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -110,6 +111,9 @@ MISSING_REPLY_S = 600.0
 """Repeatable mode: a reply this late is a client bug (every submitted id comes back once)."""
 RETRY_PAUSE_S = 0.5
 """Repeatable mode: pause before asking a down advisor again"""
+
+PROBE_ITEMS = 32
+"""Items the ``label_rate: auto`` probe times at each request size."""
 
 RateChosen = Callable[[float, float, dict[int, float]], None]
 """Told ``(rate, answers_per_s, answers_per_s by request size)`` once ``rate="auto"`` was resolved
@@ -263,8 +267,11 @@ class AdvisorLink:
             """What the outbox holds when it leaves: one flush age of budgeted observations."""
             return min(self.request_items, len(clips) * rate * per_observation * self._flush_age)
 
-        measured = {size: probe_answers_per_s(self.client, payloads, items=size)
-                    for size in request_sizes(self.request_items)}
+        # Largest first: the server's warm-up falls in the first, untimed request of the
+        # largest size; then at least PROBE_ITEMS items per size, so single items are timed too.
+        measured = {size: probe_answers_per_s(self.client, payloads, items=size,
+                                              rounds=1 + max(2, math.ceil(PROBE_ITEMS / size)))
+                    for size in reversed(request_sizes(self.request_items))}
         self.rate, items, answers_per_s = rate_at_own_batch(
             measured, self.auto_rate_steps_per_s * per_observation, items_per_request, cpu_share=self.cpu_share)
         log.info("advisor answers %.0f requests/s at %.1f per request: label rate %.2g for a loop of %.0f env steps/s",
