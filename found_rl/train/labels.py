@@ -150,8 +150,11 @@ class AdvisorLink:
             oldest waiting one is half the label lag old (repeatable) or a lock-step old: a
             served model answers a batch of 16 for about the price of one, and each HTTP request
             costs the loop's own process time.
-        cpu_share: ``rate=None``: the share of a core the advisor may take (its answers/s at
-            batches of ``request_items``, times this, over the loop's env steps/s).
+        cpu_share: ``rate=None``: the share of a core the advisor may take (its answers per
+            second at the loop's request size, times this, over the loop's env steps/s).
+        advisor_cpu_seconds: ``rate=None``: the CPU time the advisor process has used, for a
+            server the run spawned: the probe then counts answers per CPU second, what the
+            advisor takes from the loop; otherwise (a remote server) per wall-clock second.
     """
 
     def __init__(
@@ -159,7 +162,7 @@ class AdvisorLink:
         rate: float | None = 1.0, auto_rate_steps_per_s: float = 100.0, on_rate_chosen: RateChosen | None = None,
         down_wait_s: float = 60.0, stop_when_down: bool = False, advisor_name: str = "the advisor",
         check_interrupt: Callable[[], None] | None = None, probe_interval_s: float = 2.0,
-        request_items: int = 1, cpu_share: float = 0.15,
+        request_items: int = 1, cpu_share: float = 0.15, advisor_cpu_seconds: Callable[[], float] | None = None,
     ) -> None:
         if lag_steps is not None and lag_steps < 0:
             raise UserError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
@@ -167,6 +170,7 @@ class AdvisorLink:
             with as_user_error():
                 rate = check_rate(rate)
         self.client = client
+        self.advisor_cpu_seconds = advisor_cpu_seconds
         self.want_actions, self.want_clip = want_actions, want_clip
         self.lag_steps = lag_steps
         self.rate = rate
@@ -269,13 +273,15 @@ class AdvisorLink:
 
         # Largest first: the server's warm-up falls in the first, untimed request of the
         # largest size; then at least PROBE_ITEMS items per size, so single items are timed too.
-        measured = {size: probe_answers_per_s(self.client, payloads, items=size,
+        clock = self.advisor_cpu_seconds or time.perf_counter
+        measured = {size: probe_answers_per_s(self.client, payloads, items=size, clock=clock,
                                               rounds=1 + max(2, math.ceil(PROBE_ITEMS / size)))
                     for size in reversed(request_sizes(self.request_items))}
         self.rate, items, answers_per_s = rate_at_own_batch(
             measured, self.auto_rate_steps_per_s * per_observation, items_per_request, cpu_share=self.cpu_share)
-        log.info("advisor answers %.0f requests/s at %.1f per request: label rate %.2g for a loop of %.0f env steps/s",
-                 answers_per_s, items, self.rate, self.auto_rate_steps_per_s)
+        log.info("advisor answers %.0f requests per %s second at %.1f per request: label rate %.2g for a loop of "
+                 "%.0f env steps/s", answers_per_s, "CPU" if self.advisor_cpu_seconds else "wall-clock", items,
+                 self.rate, self.auto_rate_steps_per_s)
         if self.on_rate_chosen is not None:
             self.on_rate_chosen(self.rate, answers_per_s, measured)
 

@@ -298,6 +298,7 @@ class Trainer:
             down_wait_s=advisor.down_wait_s, stop_when_down=advisor.when_down == "stop",
             advisor_name=f"the advisor at {', '.join(urls)}", check_interrupt=self.stop.check,
             request_items=advisor.request_items, cpu_share=advisor.auto_cpu_share,
+            advisor_cpu_seconds=server.cpu_seconds if server is not None else None,
         )
         stack.callback(link.close)
         return link
@@ -310,6 +311,7 @@ class Trainer:
         self.folder.write_label_probe({
             "answers_per_s": answers_per_s, "label_rate": rate, "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s,
             "answers_per_s_by_request_size": {str(size): value for size, value in by_request_size.items()},
+            "per": "second of the spawned server's CPU time" if self.config.advisor.spawn else "wall-clock second",
         })
 
     # ------------------------------------------------------------------ the loop

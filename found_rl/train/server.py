@@ -174,6 +174,15 @@ class SpawnedServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         return "(no log)"
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system, all threads) the server process has used so far."""
+        import psutil
+
+        if self.process is None:
+            raise RuntimeError("SpawnedServer.cpu_seconds: the server is not running")
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
+
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None

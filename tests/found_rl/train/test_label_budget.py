@@ -86,6 +86,15 @@ def test_the_probe_sends_requests_of_the_size_asked_and_counts_answered_items():
     assert client.requests == [30, 30]
 
 
+def test_the_probe_counts_answers_per_second_of_its_clock():
+    """A spawned server's CPU time: what its answers take from the loop, not the round trips."""
+    ticks = iter(range(0, 100, 2))  # each request costs 2 clock-seconds
+
+    rate = probe_answers_per_s(InstantClient(), [({"command": 4}, "advise")], items=6, rounds=3,
+                               clock=lambda: float(next(ticks)))
+    assert rate == (5 + 5) / (2 + 2)  # two timed requests of 6 items, the one with an id ending in 2 failing
+
+
 def test_request_sizes_double_up_to_the_largest():
     assert request_sizes(16) == [1, 2, 4, 8, 16]
     assert request_sizes(12) == [1, 2, 4, 8, 12]
