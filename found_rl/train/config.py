@@ -197,7 +197,8 @@ class AdvisorConfig(_Strict):
         "repeatable", description="repeatable: answers attach at a fixed lag (same seed, same run); async: on arrival"
     )
     label_lag_steps: int = Field(
-        8, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer"
+        16, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer; requests "
+        "leave at half of it, so a longer lag sends a slow advisor larger, cheaper batches",
     )
     request_items: int = Field(
         16, ge=1, description="requests leave in batches of this many items, or once the oldest is half the "
