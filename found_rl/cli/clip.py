@@ -4,6 +4,7 @@ Examples::
 
     found-rl clip finetune --data data/expert --model found-rl-vit-tiny --out models/clip.pt
     found-rl clip evaluate --data data/expert --checkpoint models/clip.pt --json
+    found-rl clip evaluate --data data/expert_town_b --checkpoint models/clip.pt --split other-towns
     found-rl clip finetune --data data/expert --model ViT-B-16 --pretrained laion2b_s34b_b88k \\
         --image-size 192 --lr 1e-5 --batch-size 256 --device cuda --out models/clip_vitb16.pt
 """
@@ -20,6 +21,9 @@ from found_rl.cli.paths import check_output_dir, check_output_file
 from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
 from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, IMAGE_INPUTS, OBJECTIVES
+
+SPLITS = ("eval", "other-towns")
+"""``other-towns`` scores every frame of --data and checks its road networks against the training towns."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +80,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     evaluate = actions.add_parser("evaluate", help="reward quality of a checkpoint on held-out expert frames")
     evaluate.add_argument("--data", required=True, type=Path, help="expert dataset folder")
     evaluate.add_argument("--checkpoint", required=True, type=Path, help="`clip finetune --out` file")
+    evaluate.add_argument(
+        "--split", choices=SPLITS, default="eval",
+        help="eval: the checkpoint's held-out episodes of its own training data, every sample of any other "
+        "dataset (default); other-towns: every sample of a dataset of other towns, warning if a road network "
+        "was in the training data",
+    )
     evaluate.add_argument("--max-frames", type=int_at_least(1), help="read only the first N frames")
     evaluate.add_argument("--device", default="cpu")
     evaluate.add_argument("--threads", type=int_at_least(1))
@@ -184,10 +194,13 @@ def _serve_options(config) -> str:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     _check_data(args.data)
+    import numpy as np
     import torch
 
     from found_rl.clip.data import load_frames
     from found_rl.clip.evaluate import RecordedPriors, evaluate, held_out_scope
+    from found_rl.clip.towns import frames_networks, town_names, training_networks
+    from found_rl.dataset.town_overlap import overlap_warning, towns_overlap
     from vlm_server.backends.clip import OpenClipScorer
     from vlm_server.clip_checkpoint import read_checkpoint
 
@@ -216,7 +229,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"--data {args.data}: BEVs are {frames.input_size} px, "
             f"the checkpoint was trained on {scorer.image_hw[0]} px"
         )
-    scored, scope = held_out_scope(frames, training, args.data)
+    if args.split == "other-towns":
+        scored, scope = np.ones(len(frames), dtype=bool), "every sample of --data (--split other-towns)"
+    else:
+        scored, scope = held_out_scope(frames, training, args.data)
     result = evaluate(
         scorer,
         frames,
@@ -226,28 +242,51 @@ def run_evaluate(args: argparse.Namespace) -> int:
         min_context_frames=args.min_context_frames,
         shuffle_seed=args.shuffle_seed,
         show_progress=not args.no_progress,
+        towns=town_names(frames),
     )
+    evaluated = frames_networks(frames.subset(scored))
+    trained = training_networks(training, frames, args.data) if evaluated else None
+    overlap = towns_overlap(evaluated, trained) if evaluated and trained is not None else None
+    if args.split == "other-towns" and overlap:
+        print(overlap_warning(overlap), file=sys.stderr)
+    elif args.split == "other-towns" and overlap is None:
+        print(
+            f"note: cannot check that --data {args.data} is held out by town: the road networks of "
+            + ("--data" if not evaluated else "the checkpoint's training data") + " are not recorded",
+            file=sys.stderr,
+        )
     if args.json:
-        json.dump(_json_report(result, checkpoint), sys.stdout, indent=2)
+        report = _json_report(result, checkpoint)
+        report["split"] = args.split
+        report["towns_overlap_training"] = overlap
+        json.dump(report, sys.stdout, indent=2)
         print()
         return 0
-    _print_report(args.checkpoint, result, checkpoint.objective)
+    _print_report(args.checkpoint, result, checkpoint.objective, overlap)
     return 0
 
 
 def _json_report(result, checkpoint) -> dict:
-    report = result.quality.to_json()
+    report = _quality_json(result)
     report["scope"] = result.scope
     report["objective"] = checkpoint.objective
     report["context"] = checkpoint.context
     report["image_input"] = checkpoint.image_input
+    if result.per_town:
+        report["per_town"] = {town: _quality_json(row) for town, row in result.per_town.items()}
+    return report
+
+
+def _quality_json(result) -> dict:
+    """The numbers of one evaluation (all scored frames, or one town's)."""
+    report = result.quality.to_json()
     report["prior"] = None if result.prior is None else {"auc": result.prior.auc, "top1": result.prior.top1}
     if result.evidence is not None:
         report.update(result.evidence.to_json())
     return report
 
 
-def _print_report(checkpoint: Path, result, checkpoint_objective: str) -> None:
+def _print_report(checkpoint: Path, result, checkpoint_objective: str, overlap: list[dict] | None) -> None:
     quality, prior = result.quality, result.prior
     print(f"{checkpoint}: {quality.frames} frames, {result.scope}")
     print(
@@ -282,6 +321,8 @@ def _print_report(checkpoint: Path, result, checkpoint_objective: str) -> None:
     print("  per command (top-1, frames):")
     for command, top1 in quality.per_command_top1.items():
         print(f"    {command:<34} {top1:.3f}  {quality.per_command_frames[command]}")
+    if result.per_town:
+        _print_towns(result.per_town)
     for name, dist in (("expert", quality.bonus_expert), ("far", quality.bonus_far)):
         q = dist.quantiles
         print(
@@ -289,3 +330,22 @@ def _print_report(checkpoint: Path, result, checkpoint_objective: str) -> None:
             f"p05 {q['p05']:+.3f} p50 {q['p50']:+.3f} p95 {q['p95']:+.3f}  at +0.25: {dist.at_max:.2f}  "
             f"at -0.25: {dist.at_min:.2f}"
         )
+    if overlap is not None:
+        towns = ", ".join(sorted({entry["town"] for entry in overlap})) or "none"
+        print(f"  road networks also in the training data: {towns}")
+
+
+def _print_towns(per_town: dict) -> None:
+    """One row per town: the headline numbers of its frames scored alone (all of them in --json)."""
+    has_prior = any(row.evidence is not None for row in per_town.values())
+    columns = "frames, AUC, top-1, argmax in N(a)"
+    columns += ", model AUC, prior AUC, lift, shuffled AUC" if has_prior else ""
+    print(f"  per town ({columns}):")
+    for town, row in per_town.items():
+        quality, evidence = row.quality, row.evidence
+        line = f"    {town:<34} {quality.frames:>6}  {quality.auc:.3f}  {quality.top1:.3f}"
+        line += f"  {quality.top1_neighbourhood:.3f}"
+        if evidence is not None:
+            line += f"  {evidence.model_auc:.3f}  {evidence.prior_auc:.3f}  {evidence.auc_lift:+.3f}"
+            line += f"  {evidence.shuffled_auc:.3f}"
+        print(line)

@@ -1,4 +1,4 @@
-"""Expert shards as CLIP training frames: BEV images at the model's side, caption ids, episodes.
+"""Expert shards as CLIP training frames: BEV images at the model's side, caption ids, episodes, towns.
 
 Only the ``png``, ``txt`` and ``json`` members are read (the masks and chat are not needed).
 Every caption must be one of the 720 METHOD §3 anchors, so a frame's caption id also gives the
@@ -11,12 +11,13 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from found_rl.dataset.metadata import town_fields
 from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
 from found_rl.errors import UserError
 from found_rl.world import STEP_S
@@ -26,7 +27,7 @@ from vlm_server.clip_preprocess import resize_area
 
 CAPTION_IDS: dict[str, int] = {caption: index for index, caption in enumerate(anchor_captions())}
 RESIZE_CHUNK = 512
-CACHE_VERSION = 2  # 2: episode steps cached too
+CACHE_VERSION = 3  # 2: episode steps cached too; 3: towns
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class ClipFrames:
         caption_ids: ``[N]`` int64 index into ``anchor_captions()`` (the expert action's caption).
         episodes: ``[N]`` int64 episode index of each frame (the unit of the held-out split).
         input_size: side of the BEV images in the shards (what a client sends the server), px.
+        towns: ``[N]`` str, each frame's ``meta["town"]``, "" where its dataset did not record it
+            (None: frames made without towns).
+        networks: ``[N]`` str, each frame's road-network hash ``meta["network"]``, "" likewise.
     """
 
     pool: np.ndarray
@@ -50,6 +54,8 @@ class ClipFrames:
     caption_ids: np.ndarray
     episodes: np.ndarray
     input_size: int
+    towns: np.ndarray | None = None
+    networks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.caption_ids)
@@ -84,11 +90,13 @@ class ClipFrames:
 
     def subset(self, mask: np.ndarray) -> ClipFrames:
         rows, captions, episodes = self.stack_rows[mask], self.caption_ids[mask], self.episodes[mask]
-        return ClipFrames(self.pool, rows, captions, episodes, self.input_size)
+        towns = None if self.towns is None else self.towns[mask]
+        networks = None if self.networks is None else self.networks[mask]
+        return ClipFrames(self.pool, rows, captions, episodes, self.input_size, towns, networks)
 
     def with_inputs_of(self, order: np.ndarray) -> ClipFrames:
-        """The same frames (captions, episodes) with frame ``i`` reading the input of frame ``order[i]``."""
-        return ClipFrames(self.pool, self.stack_rows[order], self.caption_ids, self.episodes, self.input_size)
+        """The same frames (captions, episodes, towns) with frame ``i`` reading the input of frame ``order[i]``."""
+        return replace(self, stack_rows=self.stack_rows[order])
 
 
 def stack_rows_for(episodes: np.ndarray, steps: np.ndarray, ages_s: tuple[float, ...]) -> np.ndarray:
@@ -157,10 +165,13 @@ def load_frames(
         if use_cache:
             _write_cache(cache, arrays, input_size)
     stack_rows = stack_rows_for(arrays["episodes"], arrays["steps"], ages_s)
-    return ClipFrames(arrays["images"], stack_rows, arrays["caption_ids"], arrays["episodes"], input_size)
+    return ClipFrames(
+        arrays["images"], stack_rows, arrays["caption_ids"], arrays["episodes"], input_size,
+        arrays["towns"], arrays["networks"],
+    )
 
 
-CACHED_ARRAYS = ("images", "caption_ids", "episodes", "steps")
+CACHED_ARRAYS = ("images", "caption_ids", "episodes", "steps", "towns", "networks")
 
 
 def _write_cache(cache: Path, arrays: dict[str, np.ndarray], input_size: int) -> None:
@@ -190,6 +201,8 @@ def _decode_dataset(
     caption_ids = np.empty(wanted, np.int64)
     episodes = np.empty(wanted, np.int64)
     steps = np.empty(wanted, np.int64)
+    towns: list[str] = []
+    networks: list[str] = []
     seen_in_episode: dict[int, int] = {}
     pending: list[np.ndarray] = []
     input_size: int | None = None
@@ -200,8 +213,10 @@ def _decode_dataset(
             if not path.is_file():
                 raise FileNotFoundError(f"shard {path} is listed in the manifest but missing")
             for key, members in iter_members(path):
-                image, caption_ids[count], episode, step = _decode(path, key, members)
+                image, caption_ids[count], episode, step, (town, network) = _decode(path, key, members)
                 episodes[count] = episode
+                towns.append(town or "")
+                networks.append(network or "")
                 steps[count] = seen_in_episode.get(episode, 0) if step is None else step
                 seen_in_episode[episode] = seen_in_episode.get(episode, 0) + 1
                 if input_size is None:
@@ -224,12 +239,20 @@ def _decode_dataset(
     if count < wanted:
         raise UserError(f"--data {directory}: manifest promises {total} samples, the shards hold {count}")
     assert input_size is not None
-    arrays = {"images": images, "caption_ids": caption_ids, "episodes": episodes, "steps": steps}
+    arrays = {
+        "images": images, "caption_ids": caption_ids, "episodes": episodes, "steps": steps,
+        "towns": np.asarray(towns, dtype=str), "networks": np.asarray(networks, dtype=str),
+    }
     return arrays, input_size
 
 
-def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray, int, int, int | None]:
-    """``(RGB image, caption id, episode, step or None)`` of one sample; errors name the shard and key."""
+def _decode(
+    path: Path, key: str, members: dict[str, bytes]
+) -> tuple[np.ndarray, int, int, int | None, tuple[str | None, str | None]]:
+    """``(RGB image, caption id, episode, step or None, (town, network))`` of one sample.
+
+    Errors name the shard and key; town and network are None in datasets that predate them.
+    """
     where = f"shard {path}: sample {key}"
     missing = {"png", "txt", "json"} - set(members)
     if missing:
@@ -255,7 +278,7 @@ def _decode(path: Path, key: str, members: dict[str, bytes]) -> tuple[np.ndarray
     step = meta.get("step")
     if step is not None and not isinstance(step, int):
         raise UserError(f"{where}: json meta.step is {step!r}, not an integer")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode, step
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), caption_id, episode, step, town_fields(meta)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,15 @@ the numbers describe exactly the bonus a training run will receive. On the datas
 checkpoint was trained on, only its held-out episodes are scored; any other dataset is scored
 whole (none of it was trained on), against the prior the checkpoint recorded from its training
 frames. Besides the AUC: the prior's, the lift over it, per context, and the AUC with the images
-shuffled within contexts (``found_rl.clip.lift``).
+shuffled within contexts (``found_rl.clip.lift``). Where the frames record their towns, every
+number is also given per town, as scoring that town's frames alone would give it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,14 +45,16 @@ class Evaluation:
     Attributes:
         quality: the served bonus's quality.
         prior: the image-blind prior's, scored alike (None without training frames or a recorded prior).
-        scope: "held-out episodes (N of M)" or "whole dataset".
+        scope: "held-out episodes (N of M)", "whole dataset", or the town of a per-town row.
         evidence: lift over the prior, per context, shuffle control (None without a prior).
+        per_town: the same for each town's frames alone, by town name ({} when no town is recorded).
     """
 
     quality: RewardQuality
     prior: RewardQuality | None
     scope: str
     evidence: ImageEvidence | None = None
+    per_town: dict[str, Evaluation] = field(default_factory=dict)
 
 
 def scorer_probabilities(scorer, frames: ClipFrames, show_progress: bool = False) -> np.ndarray:
@@ -150,6 +154,7 @@ def evaluate(
     min_context_frames: int = MIN_CONTEXT_FRAMES,
     shuffle_seed: int = 0,
     show_progress: bool = False,
+    towns: Sequence[str] | None = None,
 ) -> Evaluation:
     """Score ``frames[scored]`` with a loaded scorer, against the image-blind prior.
 
@@ -158,10 +163,14 @@ def evaluate(
     or shuffle. The lift, per-context AUCs and the shuffle control score the model's
     p(a | image, context) (``model_distribution``), so a logit-adjusted checkpoint, which serves
     only the image's evidence, is measured on the same footing as a contrastive one.
+
+    ``towns`` (each frame's town name, aligned with ``frames``) adds a row per town of the
+    scored frames; images are then shuffled within town and context, so each town's shuffle
+    control stays within that town.
     """
     test = frames.subset(scored)
     served = scorer_probabilities(scorer, test, show_progress)
-    quality = reward_quality(served, test.action_ids, test.command_rows)
+    town_of = None if towns is None else np.asarray(towns, dtype=object)[scored]
     train = frames.subset(~scored)
     context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
     if len(train):
@@ -171,19 +180,52 @@ def evaluate(
     elif recorded is not None:
         group_table, context_table = recorded.group, recorded.context
     else:
-        return Evaluation(quality, None, scope)
+
+        def unmeasured(rows: np.ndarray, name: str) -> Evaluation:
+            return Evaluation(_quality(served, test, rows), None, name)
+
+        return _per_town(unmeasured, len(test), scope, town_of)
     prior_probs = group_table[test.groups]
-    prior = reward_quality(prior_probs, test.action_ids, test.command_rows)
-    shuffled = test.with_inputs_of(shuffle_within_groups(test.groups, shuffle_seed))
+    shuffled = test.with_inputs_of(shuffle_within_groups(_town_groups(test.groups, town_of), shuffle_seed))
+    model_probs = model_distribution(scorer, served, test, context_table)
     shuffled_served = scorer_probabilities(scorer, shuffled, show_progress)
-    evidence = image_evidence(
-        scored_bonuses(model_distribution(scorer, served, test, context_table), test.action_ids),
-        scored_bonuses(prior_probs, test.action_ids),
-        scored_bonuses(model_distribution(scorer, shuffled_served, test, context_table), test.action_ids),
-        test.groups,
-        min_context_frames,
-    )
-    return Evaluation(quality, prior, scope, evidence)
+    shuffled_probs = model_distribution(scorer, shuffled_served, test, context_table)
+
+    def measured(rows: np.ndarray, name: str) -> Evaluation:
+        actions = test.action_ids[rows]
+        evidence = image_evidence(
+            scored_bonuses(model_probs[rows], actions),
+            scored_bonuses(prior_probs[rows], actions),
+            scored_bonuses(shuffled_probs[rows], actions),
+            test.groups[rows],
+            min_context_frames,
+        )
+        return Evaluation(_quality(served, test, rows), _quality(prior_probs, test, rows), name, evidence)
+
+    return _per_town(measured, len(test), scope, town_of)
+
+
+def _quality(probs: np.ndarray, test: ClipFrames, rows: np.ndarray) -> RewardQuality:
+    return reward_quality(probs[rows], test.action_ids[rows], test.command_rows[rows])
+
+
+def _town_groups(groups: np.ndarray, town_of: np.ndarray | None) -> np.ndarray:
+    """Anchor groups made distinct per town (unchanged without towns, or in one town)."""
+    if town_of is None:
+        return groups
+    _, town_ids = np.unique(town_of.astype(str), return_inverse=True)
+    return town_ids.astype(np.int64) * ANCHOR_GROUPS + groups
+
+
+def _per_town(
+    measure: Callable[[np.ndarray, str], Evaluation], frames: int, scope: str, town_of: np.ndarray | None
+) -> Evaluation:
+    """``measure(rows, name)`` of all ``frames`` scored frames, with a ``per_town`` row per town, by name."""
+    whole = measure(np.ones(frames, dtype=bool), scope)
+    if town_of is None:
+        return whole
+    per_town = {str(town): measure(town_of == town, str(town)) for town in sorted(set(town_of.tolist()))}
+    return replace(whole, per_town=per_town)
 
 
 def caption_tokens(tokenizer) -> torch.Tensor:

@@ -9,7 +9,8 @@ the captions it needs. Junction frames can be drawn more often (``found_rl.clip.
 the image tower can read the BEV history (``vlm_server.clip_inputs``). The held-out episodes are
 scored after every epoch, with the lift over the prior.
 Checkpoints are written atomically every ``checkpoint_every_steps`` and at the end; a run
-resumes from its own checkpoint at the same step, with the same batches.
+resumes from its own checkpoint at the same step, with the same batches. Each records the data,
+its episode split and the training episodes' towns, for ``clip evaluate``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions, logit
 from found_rl.clip.model import ClipModel, create_clip_model
 from found_rl.clip.quality import prior_table, reward_quality
 from found_rl.clip.sampling import balanced_epoch_order, epoch_order, is_junction
+from found_rl.clip.towns import frames_networks
 from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import NUM_ACTIONS
 from vlm_server.clip_checkpoint import ClipCheckpoint, anchors_sha256, load_model, read_checkpoint, text_tokenizer
@@ -173,6 +175,9 @@ class Finetuner:
         self.log_prior = torch.from_numpy(np.log(context_prior)).float().to(self.device)  # [contexts, 30]
         self.group_prior = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)  # [24, 30], validation
         self.junction = is_junction(train.command_rows)
+        # {network hash: town} of the training frames: `clip evaluate --split other-towns` checks a
+        # dataset against it even after the training data is gone
+        self.training_towns = frames_networks(train)
         self.text_bank: torch.Tensor | None = None  # [720, D] anchor features, see _logit_adjusted_loss
         if config.junction_share is not None:
             balanced_epoch_order(self.junction, config.junction_share, config.seed, 0)  # refuse bad data now
@@ -371,6 +376,7 @@ class Finetuner:
                 "data": self.data.path,
                 "data_sha256": self.data.sha256,
                 "held_out_episodes": list(self.data.split.held_out),
+                "training_towns": self.training_towns,
                 "val_fraction": self.data.val_fraction,
                 "history": self.history,
                 "group_prior": self.group_prior.tolist(),

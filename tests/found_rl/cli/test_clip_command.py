@@ -66,3 +66,40 @@ def test_finetune_then_evaluate_json(data, capsys, micro_model):
     assert (report["objective"], report["context"], report["image_input"]) == ("logit-adjusted", "command-speed", "rgb")
     # 12 held-out frames in one context: too few for a per-context AUC, and named
     assert report["per_context"] == {} and report["skipped_contexts"] == {"follow the current lane / moderate": 12}
+
+
+def test_other_towns_per_town_rows_and_the_training_towns_overlap(tmp_path, monkeypatch, capsys, micro_model):
+    from tests.town_datasets import Row, write_town_dataset
+
+    monkeypatch.chdir(tmp_path)
+    # trained on towns A and B; evaluated on B again and on C, and on an old dataset without towns
+    train_rows = [Row(e, "A" if e % 2 else "B", "net-a" if e % 2 else "net-b") for e in range(4) for _ in range(8)]
+    write_town_dataset("train", train_rows, image_px=32)
+    write_town_dataset("new", [Row(0, "B2", "net-b")] * 6 + [Row(1, "C", "net-c")] * 4, image_px=32)
+    write_dataset(tmp_path / "old", episodes=2, frames_per_episode=5, side=32)
+    argv = ["clip", "finetune", "--data", "train", "--no-progress", "--model", micro_model, "--out", "m.pt"]
+    assert cli.main([*argv, "--epochs", "1", "--batch-size", "8", "--image-size", "16"]) == 0
+    capsys.readouterr()
+
+    evaluate = ["clip", "evaluate", "--checkpoint", "m.pt", "--split", "other-towns", "--no-progress"]
+    assert cli.main([*evaluate, "--data", "new", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["split"] == "other-towns" and report["frames"] == 10
+    assert report["towns_overlap_training"] == [{"network": "net-b", "town": "B2", "training_town": "B"}]
+    assert "warning: 1 road network(s) of --data are also in the model's training data (B2)" in captured.err
+    assert {town: row["frames"] for town, row in report["per_town"].items()} == {"B2": 6, "C": 4}
+    assert set(report["per_town"]["C"]) == set(report) - {
+        "per_town", "scope", "objective", "context", "image_input", "split", "towns_overlap_training"
+    }
+
+    assert cli.main([*evaluate, "--data", "new"]) == 0
+    table = capsys.readouterr().out
+    assert "per town (frames, AUC, top-1, argmax in N(a), model AUC, prior AUC, lift, shuffled AUC)" in table
+    assert "road networks also in the training data: B2" in table
+
+    assert cli.main([*evaluate, "--data", "old", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["towns_overlap_training"] is None and "per_town" not in report and report["frames"] == 10
+    assert "cannot check that --data old is held out by town: the road networks of --data" in captured.err

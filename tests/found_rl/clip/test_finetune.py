@@ -123,3 +123,21 @@ def test_resume_refuses_another_configuration(tmp_path, micro_model):
     make_finetuner(tmp_path, micro_model, epochs=1).save()
     with pytest.raises(ValueError, match="trained with epochs=1, this run has 3"):
         make_finetuner(tmp_path, micro_model, epochs=3, resume=True)
+
+
+def test_the_checkpoint_records_the_training_episodes_towns(tmp_path, micro_model):
+    from tests.town_datasets import Row, write_town_dataset
+
+    rows = [Row(episode, f"T{episode}", f"net-{episode}") for episode in range(4) for _ in range(6)]
+    write_town_dataset(tmp_path / "data", rows, image_px=32)
+    frames = load_frames(tmp_path / "data", 16, show_progress=False)
+    split = split_by_episode(frames.episodes, 0.25, seed=0, source="data")
+    held = split.held_out_mask(frames.episodes)
+    from found_rl.clip.evaluate import dataset_fingerprint
+
+    info = DataInfo(str(tmp_path / "data"), dataset_fingerprint(tmp_path / "data"), 32, split, 0.25)
+    config = FinetuneConfig(micro_model, None, 16, epochs=1, batch_size=6)
+    Finetuner(config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt").save()
+    expected = {f"net-{e}": f"T{e}" for e in range(4) if e not in split.held_out}
+    assert len(expected) == 3
+    assert read_checkpoint(tmp_path / "clip.pt").training["training_towns"] == expected
