@@ -72,8 +72,9 @@ def test_the_vlm_variant_serves_the_model_folder_with_images_and_nothing_privile
     config = load_run_config(quickstart, overrides)
     assert config.guidance.vmr.enabled and config.guidance.awag.enabled
     trainer = Trainer(config, tmp_path / "run", show_progress=False)
-    want_actions, want_clip, with_image = trainer._wants()
-    assert want_actions and with_image and not want_clip  # the VLM reads the BEV image
+    wants = trainer._wants()
+    assert wants.actions and wants.image and not wants.clip  # the VLM reads the BEV image
+    assert wants.state == "prompt"  # and the prompt's fields, not the expert's privileged state
     with pytest.raises(ValueError, match="needs --vlm-model"):
         variant_overrides("vlm", 0, None)
 
