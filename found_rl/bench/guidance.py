@@ -12,13 +12,24 @@ over ``--seeds`` seeds, each run a real ``found-rl train`` run folder under ``--
   --advisor hf`` (it reads the RGB BEV and the prompt only: nothing privileged at inference).
 
 All variants collect their warm-up with uniform random actions, so the curves differ by the
-guidance alone. Runs are scheduled ``--jobs`` at a time. The report gives, per variant, the
-mean and min–max spread over seeds of route completion and driving score at each evaluation
-mark, the env steps at which the mean route completion first reaches 0.8, the final scores,
-label coverage and latency, beside the reference policies; and a PNG of the curves.
+guidance alone. Runs are scheduled ``--jobs`` at a time. A run counts only once its training
+loop recorded that it used up its budget (``finished.json``); any other run under ``--out`` is
+resumed with ``found-rl train --resume`` (or started again when it stopped before its first
+checkpoint), so a benchmark stopped at any point is finished by running it again.
+
+The report reads each run's own folder (its ``config.yaml`` and ``evaluations.jsonl``, never
+the benchmark's flags) and aligns every variant on one set of marks, the evaluation marks every
+run of every variant reached. It gives, per variant, the mean and min–max spread over seeds of
+route completion and driving score at each mark, the env steps at which the mean route
+completion first reaches 0.8, the scores at the last common mark, label coverage and latency,
+beside the reference policies; per run, its budget, label rate, whether it stayed repeatable and
+how much of its label budget the advisor answered; and a PNG of the curves. Variants with
+unequal numbers of finished seeds are refused unless ``--allow-unequal-seeds``, which flags them.
 
 Targets (issue 11): guided reaches mean RC 0.8 in at most half the env steps plain SAC needs
-(or plain never does); the noisy advisor's final RC is no worse than plain's (within 0.05).
+(or plain never does); the noisy advisor's final RC is no worse than plain's (within 0.05). The
+noisy verdict is given only when the advisor answered: every noisy run's budget coverage above
+``NOISY_COVERAGE_BOUND``; otherwise the report says there is no verdict.
 """
 
 from __future__ import annotations
@@ -37,6 +48,15 @@ from typing import Any
 
 import numpy as np
 
+from found_rl.bench.guidance_runs import (
+    RunRecord,
+    common_budget,
+    common_marks,
+    read_run,
+    run_dir,
+    run_state,
+    unequal_seeds,
+)
 from found_rl.cli.argtypes import int_at_least
 from found_rl.errors import UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
@@ -47,6 +67,9 @@ DEFAULT_VARIANTS = ("plain", "guided", "noisy")
 RC_THRESHOLD = 0.8
 NOISE = {"noise_std": 0.5, "random_fraction": 0.2}
 NOISY_WITHIN = 0.05
+NOISY_COVERAGE_BOUND = 0.9
+"""The noisy verdict needs every noisy run's advisor to have answered more than this share of its
+label budget (``budget_coverage``): a final RC without labels says nothing about bad labels."""
 
 
 def variant_overrides(
@@ -102,33 +125,43 @@ class VariantSummary:
     final_ds: float
     label_coverage: float | None
     label_latency_steps: float | None
+    budget_coverage_min: float | None
+    """the lowest share of its label budget the advisor answered, over seeds (``None``: no advisor)"""
     eval_town_unseen: bool
     """every evaluation of every seed had a town training never drove as its headline"""
     repeatable: bool = True
     """no seed's advisor went down for good (the run repeats from its seed; ``evaluations.jsonl``'s ``repeatable``)"""
 
 
-def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> VariantSummary:
+def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]],
+              marks: Sequence[int] | None = None) -> VariantSummary:
     """Aggregate the ``evaluations.jsonl`` rows of one variant's runs (one list per seed).
 
-    The curves are taken at the scheduled marks every run evaluated at (each seed reaches a
-    mark at its own env-step count); "final" is each run's last evaluation, averaged over seeds.
+    The curves are taken at ``marks`` (default: the scheduled marks every run of the variant
+    evaluated at; each seed reaches a mark at its own env-step count); "final" is each run's
+    evaluation at the last of them, averaged over seeds.
 
     Raises:
-        ValueError: no run has an evaluation.
+        ValueError: no run has an evaluation, or a run lacks one of ``marks``.
     """
     runs = [sorted(rows, key=mark_of) for rows in runs if rows]
     if not runs:
         raise ValueError(f"variant {variant}: no run produced an evaluation")
-    marks = sorted(set.intersection(*({mark_of(r) for r in rows} for rows in runs)))
+    if marks is None:
+        marks = common_marks(runs)
+    if not marks:
+        raise ValueError(f"variant {variant}: its runs share no evaluation mark")
+    marks = sorted(int(m) for m in marks)
+    at = [{int(mark_of(r)): r for r in rows} for rows in runs]
 
     def at_marks(key: str) -> np.ndarray:
-        return np.array([[next(r[key] for r in rows if mark_of(r) == m) for m in marks] for rows in runs])
+        return np.array([[by_mark[m][key] for m in marks] for by_mark in at])
 
     rc, ds = at_marks("route_completion"), at_marks("driving_score")
-    finals = [rows[-1] for rows in runs]
+    finals = [by_mark[marks[-1]] for by_mark in at]
     coverage = [r["label_coverage"] for r in finals if r.get("label_coverage") is not None]
     latency = [r["label_latency_steps"] for r in finals if r.get("label_latency_steps") is not None]
+    budget_coverage = [r.get("budget_coverage") for r in finals]
     return VariantSummary(
         variant=variant, seeds=len(runs), marks=[int(m) for m in marks],
         rc_mean=rc.mean(axis=0).tolist(), rc_min=rc.min(axis=0).tolist(), rc_max=rc.max(axis=0).tolist(),
@@ -138,7 +171,8 @@ def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]]) -> Variant
         final_ds=float(np.mean([r["driving_score"] for r in finals])),
         label_coverage=float(np.mean(coverage)) if coverage else None,
         label_latency_steps=float(np.mean(latency)) if latency else None,
-        eval_town_unseen=all(bool(r.get("eval_town_unseen", False)) for rows in runs for r in rows),
+        budget_coverage_min=None if None in budget_coverage else float(min(budget_coverage)),
+        eval_town_unseen=all(bool(by_mark[m].get("eval_town_unseen", False)) for by_mark in at for m in marks),
         repeatable=all(r.get("repeatable", True) is not False for rows in runs for r in rows),
     )
 
@@ -150,8 +184,10 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
     """The JSON keys and targets of issue 25 (steps to RC 0.8 count as the budget when never reached).
 
     Targets: guided reaches mean RC 0.8 in at most half of plain's env steps; the noisy
-    advisor's final RC is at least plain's minus 0.05; every guided variant ends above the
-    constant-throttle reference on both RC and DS; all of it on a town training never drove.
+    advisor's final RC is at least plain's minus 0.05, judged only when every noisy run's
+    advisor answered more than ``NOISY_COVERAGE_BOUND`` of its label budget (else
+    ``noisy_target_met`` is ``None`` and ``noisy_verdict`` says why); every guided variant ends
+    above the constant-throttle reference on both RC and DS; all of it on a town training never drove.
     """
     out: dict[str, Any] = {"seeds": max((s.seeds for s in summaries.values()), default=0)}
     out["eval_town_unseen"] = all(s.eval_town_unseen for s in summaries.values())
@@ -167,7 +203,7 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
         out["guided_target_met"] = out["steps_to_rc80_guided"] <= out["steps_to_rc80_plain"] / 2 and (
             summaries["guided"].steps_to_rc80 is not None)
     if "plain" in summaries and "noisy" in summaries:
-        out["noisy_target_met"] = summaries["noisy"].final_rc >= summaries["plain"].final_rc - NOISY_WITHIN
+        out.update(noisy_verdict(summaries["plain"], summaries["noisy"]))
     throttle = references.get("throttle")
     guided = [name for name in summaries if name in GUIDED_VARIANTS]
     if throttle is not None and guided:
@@ -177,6 +213,18 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
         }
         out["above_throttle_target_met"] = all(out["above_throttle"].values())
     return out
+
+
+def noisy_verdict(plain: VariantSummary, noisy: VariantSummary) -> dict[str, Any]:
+    """The noisy-advisor target, given only when the advisor answered (see ``NOISY_COVERAGE_BOUND``)."""
+    coverage = noisy.budget_coverage_min
+    out: dict[str, Any] = {"noisy_coverage_bound": NOISY_COVERAGE_BOUND, "noisy_budget_coverage": coverage}
+    if coverage is None or not coverage > NOISY_COVERAGE_BOUND:
+        shown = "not recorded" if coverage is None else f"{coverage:.2f}"
+        return {**out, "noisy_target_met": None,
+                "noisy_verdict": f"no verdict: the advisor did not answer (coverage {shown})"}
+    met = noisy.final_rc >= plain.final_rc - NOISY_WITHIN
+    return {**out, "noisy_target_met": met, "noisy_verdict": "met" if met else "not met"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -196,6 +244,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run-config override applied to every run (repeatable)")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs under --out that have finished")
+    parser.add_argument("--allow-unequal-seeds", action="store_true",
+                        help="report variants with unequal numbers of finished seeds (flagged) instead of refusing")
     parser.set_defaults(run=run)
 
 
@@ -224,18 +274,22 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
     return runs, every
 
 
-def _train(scenario: Path, run_dir: Path, overrides: list[str]) -> tuple[int, str]:
+def _train(scenario: Path, path: Path, overrides: list[str], state: str) -> tuple[int, str]:
+    """``found-rl train`` for one run: resumed from its checkpoint, or (re)started from scratch."""
+    import shutil
+
+    if state == "restart":  # stopped before its first checkpoint: nothing to resume
+        shutil.rmtree(path)
     command = [sys.executable, "-m", "found_rl", "train", str(scenario), "--no-progress"]
-    command += ["--resume", str(run_dir)] if (run_dir / "config.yaml").exists() else ["--run-dir", str(run_dir)]
+    command += ["--resume", str(path)] if state == "resume" else ["--run-dir", str(path)]
     for pair in overrides:
         command += ["--set", pair]
-    with open(run_dir.parent / f"{run_dir.name}.log", "a") as log:
+    with open(path.parent / f"{path.name}.log", "a") as log:
         return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode, str(log.name)
 
 
 def run(args: argparse.Namespace) -> int:
-    from found_rl.train.curves import load_curves, plot_curves  # matplotlib only when drawing
-    from found_rl.train.run_folder import RunFolder, read_jsonl
+    from found_rl.train.run_folder import RunFolder
 
     runs, _ = _plan(args)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -244,80 +298,144 @@ def run(args: argparse.Namespace) -> int:
 
     def one(item: tuple[str, int, list[str]]) -> tuple[str, int, int, str]:
         variant, seed, overrides = item
-        run_dir = args.out / f"{variant}-s{seed}"
-        finished = RunFolder(run_dir).final_policy.exists()
-        code, log = (0, "") if finished else _train(args.scenario, run_dir, overrides)
+        path = run_dir(args.out, variant, seed)
+        state = run_state(RunFolder(path), args.budget)
+        code, log = (0, "") if state == "finished" else _train(args.scenario, path, overrides, state)
+        if code == 0 and RunFolder(path).finished_record() is None:
+            code = -1  # exited without using up its budget
         return variant, seed, code, log
 
-    if args.report_only:  # the finished runs only (a benchmark still running, or stopped early)
-        runs = [item for item in runs if RunFolder(args.out / f"{item[0]}-s{item[1]}").final_policy.exists()]
-        if not runs:
-            raise UserError(f"--report-only: no finished run under {args.out}")
-    else:
+    if not args.report_only:
         with ThreadPoolExecutor(jobs) as pool:
             outcomes = list(pool.map(one, runs))
         failed = [f"{v}-s{s} (see {log})" for v, s, code, log in outcomes if code != 0]
         if failed:
-            raise RuntimeError(f"bench guidance: runs failed: {', '.join(failed)}")
-    by_variant: dict[str, list[list[dict[str, Any]]]] = {}
-    for variant, seed, _ in runs:
-        evaluations = RunFolder(args.out / f"{variant}-s{seed}").evaluations_jsonl
-        by_variant.setdefault(variant, []).append(read_jsonl(evaluations))
-    summaries = {variant: summarise(variant, rows) for variant, rows in by_variant.items()}
-    references_path = RunFolder(args.out / f"{runs[0][0]}-s{runs[0][1]}").references
-    references = json.loads(references_path.read_text()) if references_path.is_file() else {}
-    png = args.out / "curves.png"
-    groups = load_curves([f"{v}={args.out / f'{v}-s{s}'}" for v, s, _ in runs])
-    plot_curves(groups, png, ("route_completion", "driving_score"), title="guidance: mean and min–max over seeds")
-    report = {
-        **verdict(summaries, args.budget, references),
-        "budget": args.budget,
-        "seeds_planned": args.seeds,
-        "variants": {name: summary.__dict__ for name, summary in summaries.items()},
-        "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
-                       for name, scores in references.items()},
-        "curves_png": str(png),
-        "wall_s": time.perf_counter() - started,
-        "jobs": jobs,
-    }
+            raise RuntimeError(f"bench guidance: runs failed or did not finish: {', '.join(failed)}")
+    present = [(variant, seed) for variant, seed, _ in runs
+               if RunFolder(run_dir(args.out, variant, seed)).config.exists()]
+    if not present:
+        raise UserError(f"--report-only: no run under {args.out}")
+    report = build_report(args.out, present, allow_unequal_seeds=args.allow_unequal_seeds)
+    report.update(seeds_planned=args.seeds, wall_s=time.perf_counter() - started, jobs=jobs)
     if args.json:
         print(json.dumps(report))
         return 0
-    _print_report(report, summaries, references)
+    _print_report(report)
     return 0
 
 
-def _print_report(report: dict[str, Any], summaries: dict[str, VariantSummary], references: dict[str, Any]) -> None:
+def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_seeds: bool = False) -> dict[str, Any]:
+    """The report of the run folders ``out/VARIANT-sSEED`` of ``runs``, from what each folder recorded.
+
+    Only finished runs count; the others are listed under ``not_finished``. Every variant is
+    summarised at the marks common to every counted run.
+
+    Raises:
+        UserError: no run finished, unequal seed counts (unless ``allow_unequal_seeds``),
+            different budgets, or no evaluation mark common to every run.
+    """
+    from found_rl.train.curves import load_curves, plot_curves  # matplotlib only when drawing
+    from found_rl.train.run_folder import RunFolder
+
+    records: list[RunRecord] = []
+    rows_of: dict[str, list[list[dict[str, Any]]]] = {}
+    not_finished = []
+    for variant, seed in runs:
+        record, rows = read_run(variant, run_dir(out, variant, seed))
+        if not record.finished:
+            not_finished.append(record.run_dir)
+            continue
+        records.append(record)
+        rows_of.setdefault(variant, []).append(rows)
+    if not records:
+        raise UserError(f"--out {out}: no run has finished (used up its budget) yet")
+    unequal = unequal_seeds({variant: len(rows) for variant, rows in rows_of.items()}, allow_unequal_seeds)
+    budget = common_budget(records)
+    marks = common_marks([rows for variant_rows in rows_of.values() for rows in variant_rows])
+    if not marks:
+        raise UserError(f"--out {out}: the finished runs share no evaluation mark; "
+                        "were they made with different --eval-every?")
+    summaries = {variant: summarise(variant, rows, marks) for variant, rows in rows_of.items()}
+    references_path = RunFolder(Path(records[0].run_dir)).references
+    references = json.loads(references_path.read_text()) if references_path.is_file() else {}
+    png = out / "curves.png"
+    groups = load_curves([f"{r.variant}={r.run_dir}" for r in records])
+    plot_curves(groups, png, ("route_completion", "driving_score"), title="guidance: mean and min–max over seeds")
+    return {
+        **verdict(summaries, budget if budget is not None else marks[-1], references),
+        "budget": budget,
+        "marks": marks,
+        "seeds_per_variant": {variant: len(rows) for variant, rows in rows_of.items()},
+        "unequal_seeds": unequal,
+        "variants": {name: summary.__dict__ for name, summary in summaries.items()},
+        "runs": [record.__dict__ for record in records],
+        "not_finished": not_finished,
+        "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
+                       for name, scores in references.items()},
+        "curves_png": str(png),
+    }
+
+
+def _print_report(report: dict[str, Any]) -> None:
     from rich.table import Table
 
     from found_rl.tables import print_table
 
-    marks = next(iter(summaries.values())).marks
-    table = Table(title=f"guidance benchmark: {report['budget']:,} env steps, {report['seeds']} seeds; "
-                        "RC % mean \\[min–max] at each evaluation mark")
+    marks, unequal = report["marks"], report["unequal_seeds"]
+    budget = "a wall-time budget" if report["budget"] is None else f"{report['budget']:,} env steps"
+    seeds = (f"[bold red]UNEQUAL SEEDS ({', '.join(f'{k} {v}' for k, v in unequal.items())})[/]" if unequal
+             else f"{report['seeds']} seeds")
+    table = Table(title=f"guidance benchmark: {budget}, {seeds}; "
+                        "RC % mean \\[min–max] at each evaluation mark every run reached")
     table.add_column("variant")
     for mark in marks:
         table.add_column(f"{mark:,}", justify="right")
     table.add_column("steps to RC 80", justify="right")
     table.add_column("final RC / DS %", justify="right")
     table.add_column("labels", justify="right")
-    for summary in summaries.values():
+    for name, summary in report["variants"].items():
         cells = [f"{100 * m:.0f} [{100 * lo:.0f}–{100 * hi:.0f}]"
-                 for m, lo, hi in zip(summary.rc_mean, summary.rc_min, summary.rc_max)]
-        labels = "-" if summary.label_coverage is None else (
-            f"{100 * summary.label_coverage:.0f} %, {summary.label_latency_steps or 0:.1f} steps late")
-        table.add_row(summary.variant, *cells, "not reached" if summary.steps_to_rc80 is None else
-                      f"{summary.steps_to_rc80:,}", f"{100 * summary.final_rc:.0f} / {100 * summary.final_ds:.0f}",
-                      labels)
-    for name, scores in references.items():
+                 for m, lo, hi in zip(summary["rc_mean"], summary["rc_min"], summary["rc_max"])]
+        labels = "-" if summary["label_coverage"] is None else (
+            f"{100 * summary['label_coverage']:.0f} %, {summary['label_latency_steps'] or 0:.1f} steps late")
+        steps = summary["steps_to_rc80"]
+        table.add_row(name, *cells, "not reached" if steps is None else f"{steps:,}",
+                      f"{100 * summary['final_rc']:.0f} / {100 * summary['final_ds']:.0f}", labels)
+    for name, scores in report["references"].items():
         table.add_row(f"reference: {name}", *[""] * len(marks), "",
                       f"{100 * scores['route_completion']:.0f} / {100 * scores['driving_score']:.0f}", "")
     print_table(table)
+    print_table(_runs_table(report["runs"]))
+    if unequal:
+        print(f"UNEQUAL SEEDS: {', '.join(f'{k} {v}' for k, v in unequal.items())} finished runs; "
+              "the means are not comparable")
+    if report["not_finished"]:
+        print(f"not finished (not counted): {', '.join(report['not_finished'])}")
     print(f"eval_town_unseen: {report['eval_town_unseen']}")
     not_repeatable = [name for name, repeats in report.get("repeatable", {}).items() if not repeats]
     if not_repeatable:
         print(f"not repeatable (an advisor went down for good during a run): {', '.join(not_repeatable)}")
-    for key in ("guided_target_met", "noisy_target_met", "above_throttle_target_met"):
+    for key in ("guided_target_met", "noisy_verdict", "above_throttle_target_met"):
         if key in report:
             print(f"{key}: {report[key]}")
     print(f"curves: {report['curves_png']}")
+
+
+def _runs_table(runs: Sequence[dict[str, Any]]) -> Any:
+    """One line per run, from its own config.yaml and evaluations.jsonl."""
+    from rich.table import Table
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{100 * value:.0f} %"
+
+    table = Table(title="runs, as their own folders record them")
+    for column in ("run", "seed", "budget", "advisor", "label rate", "labels of budget", "labelled",
+                   "repeatable"):
+        table.add_column(column, justify="left" if column in ("run", "advisor") else "right")
+    for run in runs:
+        budget = "-" if run["budget_env_steps"] is None else f"{run['budget_env_steps']:,}"
+        repeatable = "yes" if run["repeatable"] else f"no, from lock-step {run['not_repeatable_from']}"
+        table.add_row(Path(run["run_dir"]).name, str(run["seed"]), budget, run["advisor"] or "-",
+                      "-" if run["label_rate"] is None or run["advisor"] is None else str(run["label_rate"]),
+                      share(run["budget_coverage"]), share(run["label_coverage"]), repeatable)
+    return table

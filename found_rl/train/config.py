@@ -190,7 +190,9 @@ class AdvisorConfig(_Strict):
     spawn_options: dict[str, Any] = Field(default_factory=dict, description="its --advisor-option pairs")
     clip: str | None = Field(None, description="the spawned server's --clip backend")
     clip_options: dict[str, Any] = Field(default_factory=dict, description="its --clip-option pairs")
-    send_image: bool = Field(True, description="urls: send the RGB BEV (VLM backends read it; the expert does not)")
+    send_image: bool = Field(True, description="urls: the server reads the RGB BEV "
+                            "(a VLM: it gets the prompt's fields, nothing privileged); false: it is the expert, "
+                            "sent its privileged state")
     timeout_s: FiniteFloat = Field(5.0, gt=0, description="per-request deadline")
     ready_timeout_s: FiniteFloat = Field(120.0, gt=0, description="how long a spawned server may take to load")
     label_mode: Literal["repeatable", "async"] = Field(

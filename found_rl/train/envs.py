@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -30,20 +30,30 @@ from found_rl.sim.carla.supervised_backend import PORT_STRIDE, start_supervised_
 ADVICE_KEY = "advice"
 """``info[ADVICE_KEY]``: ``{"command", "speed_mps"[, "state"][, "image"]}`` about this observation."""
 
+AdviceState = Literal["expert", "prompt"] | None
+"""What ``advice["state"]`` holds: the expert's privileged observation (``"expert"``), only what
+the advisor prompt reads (``"prompt"``: the next route target, ``target_ego_xy``), or nothing."""
+
+PROMPT_STATE_KEYS = ("target_ego_xy",)
+"""The keys of the expert's observation that ``vlm_server.answers.build_prompt`` reads: a
+navigation target any driving agent is given, nothing about other actors or the map."""
+
 
 class AdviceInfo(gym.Wrapper):
     """Adds ``info["advice"]`` about the returned observation to every reset and step.
 
     Args:
         env: a ``DrivingEnv`` (or a wrapper of one).
-        with_state: include the expert's privileged observation (``ExpertObservation.to_dict()``).
+        state: ``"expert"``: the expert's privileged observation (``ExpertObservation.to_dict()``);
+            ``"prompt"``: only its keys the advisor prompt reads (an unprivileged advisor, such
+            as a VLM, must see no more); ``None``: no state.
         with_image: include the 192 × 192 × 3 RGB BEV (uint8).
     """
 
-    def __init__(self, env: gym.Env, *, with_state: bool, with_image: bool) -> None:
+    def __init__(self, env: gym.Env, *, state: AdviceState, with_image: bool) -> None:
         super().__init__(env)
-        self.with_state, self.with_image = with_state, with_image
-        self._observer = ExpertObserver() if with_state else None
+        self.state, self.with_image = state, with_image
+        self._observer = ExpertObserver() if state is not None else None
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
@@ -61,7 +71,8 @@ class AdviceInfo(gym.Wrapper):
         speed_mps = prompt_speed_mps(driving_env.snapshot.ego)
         advice: dict[str, Any] = {"command": int(info["command"]), "speed_mps": speed_mps}
         if self._observer is not None:
-            advice["state"] = self._observer.observe(driving_env.snapshot).to_dict()
+            state = self._observer.observe(driving_env.snapshot).to_dict()
+            advice["state"] = state if self.state == "expert" else {key: state[key] for key in PROMPT_STATE_KEYS}
         if self.with_image:
             advice["image"] = np.array(driving_env.rgb_bev())  # the renderer reuses its buffer
         return {**info, ADVICE_KEY: advice}
@@ -92,7 +103,7 @@ def make_training_env(
     scenario: str | Path,
     *,
     train_routes: list[int] | None,
-    with_state: bool,
+    state: AdviceState,
     with_image: bool,
     bev_pool: int = 2,
 ) -> gym.Env:
@@ -103,7 +114,7 @@ def make_training_env(
     env: gym.Env = DrivingEnv(scenario, bev_config=BevConfig(pool=bev_pool))
     if train_routes is not None:
         env = RouteSubset(env, train_routes)
-    return AdviceInfo(env, with_state=with_state, with_image=with_image)
+    return AdviceInfo(env, state=state, with_image=with_image)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from found_rl.train.checkpointing import (
 )
 from found_rl.train.collection import Counters, OffPolicyCollector, OnPolicyCollector, make_collector
 from found_rl.train.config import RunConfig
-from found_rl.train.envs import make_training_env
+from found_rl.train.envs import AdviceState, make_training_env
 from found_rl.train.evaluation_sets import (
     NO_EVALUATION,
     EvaluationPlan,
@@ -106,6 +106,22 @@ class TrainResult:
     labels: dict[str, Any] | None = None
     """the label path's :meth:`~found_rl.train.labels.AdvisorLink.summary`, its ``repeatable`` and
     ``not_repeatable_from`` included (``None`` without an advisor)"""
+    finished: bool = False
+    """the loop ended because the budget was used up (``finished.json`` is in the run folder)"""
+
+
+@dataclass(frozen=True)
+class AdviceWants:
+    """What a run asks its advisor for, and what each request about an observation carries."""
+
+    actions: bool
+    """advisor actions (VMR, AWAG)"""
+    clip: bool
+    """CLIP bonuses"""
+    image: bool
+    """the RGB BEV (a VLM or CLIP reads it)"""
+    state: AdviceState
+    """``"expert"``: the privileged state; ``"prompt"``: only the prompt's fields; ``None``: none"""
 
 
 @dataclass(frozen=True)
@@ -149,15 +165,22 @@ class Trainer:
     def learner(self) -> Any:
         return self.collector.learner
 
-    def _wants(self) -> tuple[bool, bool, bool]:
-        """(advisor actions, CLIP bonuses, images in requests)."""
+    def _wants(self) -> AdviceWants:
+        """What the run asks the advisor for, and what its requests carry.
+
+        Only the privileged expert (``spawn: expert``, or ``urls`` with ``send_image: false``)
+        gets the expert's state; any other advisor (a VLM, an OpenAI-compatible upstream) reads
+        the image and the prompt's fields alone.
+        """
         advisor, guidance = self.config.advisor, self.config.guidance
         want_actions = advisor.enabled and guidance.needs_advice
         want_clip = advisor.enabled and guidance.clip_bonus.enabled
-        image_for_vlm = want_actions and advisor.spawn not in (None, "expert")
-        if advisor.urls:
-            image_for_vlm = want_actions and advisor.send_image
-        return want_actions, want_clip, want_clip or image_for_vlm
+        privileged = advisor.spawn == "expert" or bool(advisor.urls and not advisor.send_image)
+        image_for_vlm = want_actions and not privileged
+        state: AdviceState = None
+        if want_actions:
+            state = "expert" if privileged else "prompt"
+        return AdviceWants(want_actions, want_clip, want_clip or image_for_vlm, state)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> TrainResult:
@@ -173,12 +196,14 @@ class Trainer:
         config, folder = self.config, self.folder
         if self.resume:
             state = load_run_checkpoint(folder.checkpoint)
+            folder.finished.unlink(missing_ok=True)  # finished again only when this session uses up the budget
             folder.update_config(config)
         else:
             state = None
             folder.create(config)
         plan = plan_evaluation_sets(config, folder.eval_routes) if config.evaluation.enabled else NO_EVALUATION
-        want_actions, want_clip, with_image = self._wants()
+        wants = self._wants()
+        want_actions, want_clip = wants.actions, wants.clip
         resources = config.resources
         learner_cpus, other_cpus = split_cpus(resources.learner_cpus)
         # The evaluation workers and the advisor server load (imports, maps, models) while the
@@ -192,7 +217,7 @@ class Trainer:
             stack.callback(self.evaluator.close)
         server = self._launch_server(
             stack, want_actions or want_clip, Placement("resources.server_nice", resources.server_nice, other_cpus))
-        factories = self._env_factories(plan, with_state=want_actions, with_image=with_image)
+        factories = self._env_factories(plan, state=wants.state, with_image=wants.image)
         if config.sampler.executor != "inprocess":  # the workers yield the CPU to the learner
             workers = Placement("resources.worker_nice", resources.worker_nice, other_cpus)
             factories = [placed(factory, workers) for factory in factories]
@@ -236,9 +261,12 @@ class Trainer:
         self._checkpoint(exact=exact and sampler.at_round_boundary)
         save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
-        return self._result(interrupted)
+        result = self._result(interrupted)
+        if result.finished:  # last: a run killed before this line is resumed, never taken for complete
+            folder.write_finished(self._finished_record(result))
+        return result
 
-    def _env_factories(self, plan: EvaluationPlan, *, with_state: bool, with_image: bool) -> list[Any]:
+    def _env_factories(self, plan: EvaluationPlan, *, state: AdviceState, with_image: bool) -> list[Any]:
         """One env factory per clip; the clips spread over the training scenarios in turn.
 
         Only the first training town holds evaluation routes out (``evaluation.seen``).
@@ -248,7 +276,7 @@ class Trainer:
             functools.partial(
                 make_training_env, str(scenarios[clip % len(scenarios)]),
                 train_routes=plan.first_town_train_routes if clip % len(scenarios) == 0 else None,
-                with_state=with_state, with_image=with_image, bev_pool=PRESET_BEV_POOL[self.preset],
+                state=state, with_image=with_image, bev_pool=PRESET_BEV_POOL[self.preset],
             )
             for clip in range(self.config.sampler.clips)
         ]
@@ -320,11 +348,23 @@ class Trainer:
             return self.collector.act(obs)
 
     def _budget_left(self, session_start: float) -> bool:
+        return self._budget_reached(self.counters.wall_s + time.perf_counter() - session_start) is None
+
+    def _budget_reached(self, wall_s: float) -> str | None:
+        """The budget key the run has used up (``env_steps`` or ``wall_time_s``), or ``None``."""
         budget = self.config.budget
         if budget.env_steps is not None and self.counters.env_steps >= budget.env_steps:
-            return False
-        elapsed = self.counters.wall_s + time.perf_counter() - session_start
-        return budget.wall_time_s is None or elapsed < budget.wall_time_s
+            return "env_steps"
+        if budget.wall_time_s is not None and wall_s >= budget.wall_time_s:
+            return "wall_time_s"
+        return None
+
+    def _finished_record(self, result: TrainResult) -> dict[str, Any]:
+        """``finished.json``: which budget ended the run, and where it stood then."""
+        budget = self.config.budget
+        return {"reached": self._budget_reached(result.wall_s), "env_steps": result.env_steps,
+                "updates": result.updates, "wall_s": result.wall_s,
+                "budget": {"env_steps": budget.env_steps, "wall_time_s": budget.wall_time_s}}
 
     def _loop(self) -> None:
         from tqdm import tqdm
@@ -538,4 +578,5 @@ class Trainer:
             learning_env_steps_per_s=learning_steps,
             learning_updates_per_s=learning_updates,
             labels=None if self.link is None else self.link.summary(),
+            finished=not interrupted and self._budget_reached(counters.wall_s + elapsed) is not None,
         )

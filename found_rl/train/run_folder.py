@@ -13,6 +13,8 @@
       videos/                the BEV video of the first evaluation route, per evaluation
       checkpoints/           checkpoint.pt (+ its replay_*.npz), policy_eval.pt
       policy.pt              the final policy (``found-rl eval --agent checkpoint:RUN/policy.pt``)
+      finished.json          written only when the loop ended because the budget was used up (never on
+                             Ctrl-C, a failure or a kill); a resume removes it until it finishes again
       events.out.tfevents.*  TensorBoard
       advisor_server.log     the spawned advisor server's log
 """
@@ -75,6 +77,32 @@ class RunFolder:
     @property
     def final_policy(self) -> Path:
         return self.root / "policy.pt"
+
+    @property
+    def finished(self) -> Path:
+        return self.root / "finished.json"
+
+    def write_finished(self, record: dict[str, Any]) -> None:
+        """Record that the run used up its budget (the only proof a run is complete: a stopped
+        run leaves ``policy.pt`` too)."""
+        with replaced_atomically(self.finished) as tmp:
+            tmp.write_text(json.dumps(record, indent=2))
+
+    def finished_record(self) -> dict[str, Any] | None:
+        """The record of a run that used up its budget, or ``None`` (running, stopped, or resumed since).
+
+        Raises:
+            UserError: the record is not a JSON object.
+        """
+        if not self.finished.is_file():
+            return None
+        try:
+            record = json.loads(self.finished.read_text())
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            raise UserError(f"{self.finished}: not a finished record (a JSON object); delete it and resume the run")
+        return record
 
     @property
     def server_log(self) -> Path:

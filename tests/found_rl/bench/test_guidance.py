@@ -1,6 +1,7 @@
 """``found-rl bench guidance``: the report arithmetic, the variants, and bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -8,8 +9,9 @@ from found_rl import cli
 from found_rl.bench.guidance import summarise, variant_overrides, verdict
 
 
-def rows(*points):
-    return [{"env_steps": s, "route_completion": rc, "driving_score": rc / 2} for s, rc in points]
+def rows(*points, coverage=None):
+    extra = {} if coverage is None else {"budget_coverage": coverage}
+    return [{"env_steps": s, "route_completion": rc, "driving_score": rc / 2, **extra} for s, rc in points]
 
 
 def test_steps_to_threshold_use_the_mean_over_seeds():
@@ -35,10 +37,10 @@ def test_marks_are_those_every_seed_evaluated_at():
 
 def test_the_noisy_target_allows_five_points():
     plain = summarise("plain", [rows((0, 0.0), (100, 0.60))])
-    noisy = summarise("noisy", [rows((0, 0.0), (100, 0.56))])
+    noisy = summarise("noisy", [rows((0, 0.0), (100, 0.56), coverage=1.0)])
     assert verdict({"plain": plain, "noisy": noisy}, 100, {})["noisy_target_met"]
-    worse = summarise("noisy", [rows((0, 0.0), (100, 0.54))])
-    assert not verdict({"plain": plain, "noisy": worse}, 100, {})["noisy_target_met"]
+    worse = summarise("noisy", [rows((0, 0.0), (100, 0.54), coverage=1.0)])
+    assert verdict({"plain": plain, "noisy": worse}, 100, {})["noisy_target_met"] is False
 
 
 def test_guided_variants_must_end_above_constant_throttle_on_both_scores():
@@ -72,8 +74,9 @@ def test_the_vlm_variant_serves_the_model_folder_with_images_and_nothing_privile
     config = load_run_config(quickstart, overrides)
     assert config.guidance.vmr.enabled and config.guidance.awag.enabled
     trainer = Trainer(config, tmp_path / "run", show_progress=False)
-    want_actions, want_clip, with_image = trainer._wants()
-    assert want_actions and with_image and not want_clip  # the VLM reads the BEV image
+    wants = trainer._wants()
+    assert wants.actions and wants.image and not wants.clip  # the VLM reads the BEV image
+    assert wants.state == "prompt"  # and the prompt's fields, not the expert's privileged state
     with pytest.raises(ValueError, match="needs --vlm-model"):
         variant_overrides("vlm", 0, None)
 
@@ -90,3 +93,134 @@ def test_bad_input_is_refused_before_any_run_starts(tmp_path, capsys, argv, expe
     code = cli.main(["bench", "guidance", "--out", str(tmp_path / "out"), *argv])
     assert code == 2 and expected in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- run folders as the loop writes them
+BUDGET, EVERY = 4000, 1000
+FLAGS = ["--budget", str(BUDGET), "--eval-every", str(EVERY), "--json"]
+
+
+def write_run(out, variant, seed, rcs, *, marks=None, finished=True, coverage=1.0, overrides=()):
+    """A run folder of ``bench guidance``: config.yaml through RunFolder, one row per mark with every
+    field the loop writes, a checkpoint, and ``finished.json`` when it used up its budget."""
+    from found_rl.bench.guidance import QUICKSTART
+    from found_rl.train.config import load_run_config
+    from found_rl.train.run_folder import RunFolder
+
+    folder = RunFolder(out / f"{variant}-s{seed}")
+    folder.create(load_run_config(QUICKSTART, [
+        f"budget.env_steps={BUDGET}", "budget.wall_time_s=null", f"evaluation.every_env_steps={EVERY}",
+        f"seed={seed}", *variant_overrides(variant, seed, None), *overrides]))
+    marks = marks or [EVERY * i for i in range(len(rcs))]
+    append_rows(folder, variant, seed, marks, rcs, coverage)
+    folder.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    folder.checkpoint.write_bytes(b"checkpoint")
+    folder.final_policy.write_bytes(b"policy")  # written by a stopped run too
+    if finished:
+        finish(folder, marks[-1])
+    return folder
+
+
+def append_rows(folder, variant, seed, marks, rcs, coverage=1.0):
+    from found_rl.train.run_folder import append_jsonl
+
+    for mark, rc in zip(marks, rcs):
+        steps = mark + seed % 3  # each seed reaches a mark at its own count
+        row = {"mark": mark, "env_steps": steps, "updates": steps // 4, "wall_s": steps / 40}
+        if variant != "plain":
+            row |= {"label_coverage": 0.5 * coverage, "label_latency_steps": 4.0, "label_rate": 0.5,
+                    "budget_coverage": coverage, "repeatable": True, "not_repeatable_from": None}
+        scores = {"route_completion": rc, "driving_score": rc / 2, "infraction_penalty": 0.5}
+        row |= {**scores, "eval_town_unseen": True, "results": str(folder.evaluations / "eval.json"), "video": None,
+                "towns": {"heldout_town": {**scores, "unseen": True, "routes": 3, "results": "x.json"}}, "seen": None}
+        append_jsonl(folder.evaluations_jsonl, row)
+
+
+def finish(folder, steps):
+    folder.write_finished({"reached": "env_steps", "env_steps": steps, "updates": steps // 4, "wall_s": steps / 40,
+                           "budget": {"env_steps": BUDGET, "wall_time_s": None}})
+
+
+def bench(capsys, out, *argv):
+    code = cli.main(["bench", "guidance", "--out", str(out), *FLAGS, *argv])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if code == 0 else captured.err)
+
+
+def test_an_interrupted_run_is_not_counted_but_resumed_and_unequal_seeds_are_refused(tmp_path, capsys, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance
+
+    out = tmp_path / "out"
+    for seed in (0, 1):
+        write_run(out, "plain", seed, [0.0, 0.2, 0.4, 0.5, 0.6])
+    write_run(out, "guided", 0, [0.0, 0.5, 0.85, 0.9, 0.9], overrides=["advisor.label_rate=0.25"])
+    interrupted = write_run(out, "guided", 1, [0.0, 0.4], finished=False)  # Ctrl-C at 1,000 env steps
+    assert interrupted.final_policy.exists() and interrupted.finished_record() is None  # what counted before
+
+    code, err = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2", "--report-only")
+    assert code == 2 and "unequal numbers of finished seeds (plain 2, guided 1)" in err
+    assert "--allow-unequal-seeds" in err
+    code, flagged = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2", "--report-only",
+                          "--allow-unequal-seeds")
+    assert code == 0 and flagged["unequal_seeds"] == {"plain": 2, "guided": 1}
+    assert flagged["not_finished"] == [str(interrupted.root)] and len(flagged["runs"]) == 3
+
+    commands = []
+
+    def train(command, stdout, stderr):  # `found-rl train --resume` finishing the run
+        commands.append(command)
+        append_rows(interrupted, "guided", 1, [2000, 3000, 4000], [0.8, 0.9, 0.9])
+        finish(interrupted, BUDGET)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
+    code, report = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2")
+    assert code == 0, report
+    assert len(commands) == 1 and commands[0][commands[0].index("--resume") + 1] == str(interrupted.root)
+    assert report["seeds_per_variant"] == {"plain": 2, "guided": 2} and report["unequal_seeds"] is None
+    assert report["not_finished"] == [] and all(run["finished"] for run in report["runs"])
+    assert report["marks"] == [0, 1000, 2000, 3000, 4000] and report["budget"] == BUDGET
+    assert report["steps_to_rc80_guided"] == 2000 and report["steps_to_rc80_plain"] == BUDGET
+    assert report["guided_target_met"]
+    runs = {Path(run["run_dir"]).name: run for run in report["runs"]}
+    # what the report says about a run comes from its own config.yaml, not the benchmark's flags
+    assert runs["guided-s0"]["label_rate"] == 0.25 and runs["guided-s1"]["label_rate"] == "auto"
+    assert runs["guided-s1"]["seed"] == 1 and runs["guided-s1"]["advisor"] == "expert"
+    assert runs["plain-s0"]["advisor"] is None and runs["guided-s0"]["budget_coverage"] == 1.0
+    assert runs["guided-s0"]["repeatable"] and runs["guided-s0"]["not_repeatable_from"] is None
+
+
+def test_every_variant_is_reported_at_the_marks_every_run_reached(tmp_path):
+    from found_rl.bench.guidance import build_report
+
+    out = tmp_path / "out"
+    write_run(out, "plain", 0, [0.0, 0.2, 0.4, 0.5, 0.6])
+    write_run(out, "plain", 1, [0.0, 0.5, 0.7], marks=[0, 2000, 4000])
+    write_run(out, "guided", 0, [0.0, 0.5, 0.85, 0.9], marks=[0, 1000, 2000, 4000])
+    write_run(out, "guided", 1, [0.0, 0.9, 0.9, 0.9], marks=[0, 2000, 3000, 4000])
+    report = build_report(out, [("plain", 0), ("plain", 1), ("guided", 0), ("guided", 1)])
+    assert report["marks"] == [0, 2000, 4000]
+    assert all(v["marks"] == [0, 2000, 4000] for v in report["variants"].values())
+    assert report["variants"]["plain"]["rc_mean"] == pytest.approx([0.0, 0.45, 0.65])
+    assert report["variants"]["guided"]["rc_mean"] == pytest.approx([0.0, 0.875, 0.9])
+
+
+@pytest.mark.parametrize(("coverage", "met", "says"), [
+    (0.95, True, "met"),
+    (0.3, None, "no verdict: the advisor did not answer (coverage 0.30)"),
+])
+def test_the_noisy_verdict_needs_the_advisor_to_have_answered(tmp_path, capsys, coverage, met, says):
+    from found_rl.bench.guidance import NOISY_COVERAGE_BOUND, _print_report, build_report
+
+    out = tmp_path / "out"
+    write_run(out, "plain", 0, [0.0, 0.3, 0.5, 0.6, 0.6])
+    write_run(out, "noisy", 0, [0.0, 0.3, 0.5, 0.6, 0.6], coverage=coverage)
+    report = build_report(out, [("plain", 0), ("noisy", 0)])
+    assert report["noisy_target_met"] is met and report["noisy_verdict"] == says
+    assert report["noisy_coverage_bound"] == NOISY_COVERAGE_BOUND == 0.9
+    assert report["noisy_budget_coverage"] == coverage
+    _print_report(report)
+    assert f"noisy_verdict: {says}" in capsys.readouterr().out

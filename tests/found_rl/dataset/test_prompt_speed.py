@@ -69,7 +69,7 @@ def test_prompt_speed_is_the_signed_forward_speed():
 def test_served_prompt_equals_training_prompt_for_the_same_state():
     env = DrivingEnv(SCENARIO, backend=BackwardsBackend(num_routes=1, oncoming_cars=1), observation="bev",
                      render_mode="rgb_array")
-    recorder = LastInfo(AdviceInfo(env, with_state=True, with_image=False))
+    recorder = LastInfo(AdviceInfo(env, state="prompt", with_image=False))  # what a served VLM is sent
     rng = np.random.default_rng(0)
     speeds = []
     for step in expert_steps(recorder, 12, PerturbationConfig(), rng):

@@ -42,6 +42,7 @@ def finished_run(tmp_path_factory):
 def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_policy(finished_run):
     run_dir, result = finished_run
     assert result.env_steps >= 240 and result.updates > 0 and not result.interrupted
+    assert result.finished and json.loads((run_dir / "finished.json").read_text())["reached"] == "env_steps"
     stored = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert stored["budget"]["env_steps"] == 240 and stored["network"] == "auto"
     rows = read_jsonl(run_dir / "evaluations.jsonl")
@@ -56,6 +57,26 @@ def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_polic
     assert policy.spec.obs.bev_shape == (15, 48, 48)  # the cpu preset's BEV (network: auto on a CPU)
     assert policy.act({"bev": np.zeros((15, 48, 48), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)
     assert result.label_coverage > 0.5
+
+
+def test_only_a_run_that_used_up_its_budget_is_recorded_finished(tmp_path):
+    from found_rl.train.config import validate_run_config
+    from found_rl.train.loop import Trainer
+    from found_rl.train.run_folder import RunFolder
+
+    config = validate_run_config(tiny_run_config(budget={"env_steps": 60}), "test", tmp_path)
+    folder = RunFolder(tmp_path / "run")
+    trainer = Trainer(config, folder.root, show_progress=False)
+    trainer.stop.requested = "SIGINT"  # Ctrl-C before the first lock-step
+    stopped = trainer.run()
+    assert stopped.interrupted and not stopped.finished
+    assert folder.final_policy.exists() and folder.finished_record() is None  # policy.pt proves nothing
+
+    resumed = Trainer(config, folder.root, resume=True, show_progress=False).run()
+    record = folder.finished_record()
+    assert resumed.finished and not resumed.interrupted
+    assert record["reached"] == "env_steps" and record["env_steps"] == resumed.env_steps >= 60
+    assert record["budget"] == {"env_steps": 60, "wall_time_s": config.budget.wall_time_s}
 
 
 def test_tensorboard_gets_the_documented_tags(finished_run):
