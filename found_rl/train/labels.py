@@ -211,10 +211,12 @@ class AdvisorLink:
 
     def summary(self) -> dict[str, Any]:
         """The label path of the run so far: its budget, how much of it was labelled, its health."""
-        answered = self.stats.submitted - self.in_flight
+        # Budgeted items that are no longer in flight: sent and settled, or never sent (skipped
+        # while the advisor was down); an advisor that was down does not look well covered.
+        settled = self.stats.submitted - self.in_flight + self.stats.skipped
         return {
             "label_rate": self.rate,
-            "budget_coverage": self.stats.attached / answered if answered else 0.0,
+            "budget_coverage": self.stats.attached / settled if settled else 0.0,
             "marked_down": self.stats.marked_down,
             "repeatable": self.repeatable and self.not_repeatable_from is None,
             "not_repeatable_from": self.not_repeatable_from,

@@ -150,6 +150,7 @@ def test_a_down_advisor_is_reported_once_skipped_and_picked_up_again(tmp_path, c
             pump(1.0, lambda: False)
         assert link.stats.skipped > 0
         assert sum("unreachable" in r.message for r in caplog.records) == 1  # said once, not per request
+        assert link.summary()["budget_coverage"] == 0.0  # skipped while down: budgeted, never labelled
         with SpawnedServer("fixed-cost", {"base_ms": 1.0}, log_path=tmp_path / "s.log", port=port):
             pump(20.0, lambda: link.is_up and attached)
         assert link.is_up and attached
