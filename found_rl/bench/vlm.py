@@ -95,8 +95,10 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
     from found_rl.vlm.tiny import build_tiny_vlm, write_tiny_dataset
 
     model = args.model.resolve() if args.model else build_tiny_vlm(tmp / "tiny-model")
-    data = write_tiny_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
-    finetune_rows = [_finetune_row(method, model, data, tmp / f"run-{method}", args) for method in methods]
+    finetune_rows = []
+    if methods:  # the serving rows need no data
+        data = write_tiny_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
+        finetune_rows = [_finetune_row(method, model, data, tmp / f"run-{method}", args) for method in methods]
     serve_rows = [asyncio.run(_serve_row(batch, model, args)) for batch in BATCH_SIZES]
     if args.beside == "train":
         with TrainingLoad(args.training_scenario, tmp / "training"):
