@@ -46,6 +46,7 @@ def final_state(run_dir):
     return payload["policy_state"], state, arrays
 
 
+@pytest.mark.xdist_group("unguided_resume")  # needs no guided run: another worker may take it
 @pytest.mark.timeout(900)  # three short training runs
 def test_a_killed_and_resumed_run_reaches_the_state_of_an_uninterrupted_run(tmp_path, run_config, train):
     config = run_config()
