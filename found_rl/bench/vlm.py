@@ -146,6 +146,7 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
     import numpy as np
 
     from found_rl.bench.server import ServerProcess
+    from found_rl.train.resources import process_cpu_seconds
     from vlm_server.client import advise_payload
     from vlm_server.loadgen import run_load
 
@@ -176,7 +177,7 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
     with ServerProcess(server_args, ready_timeout_s=600.0) as server:
         await run_load(server.url + "/v1/advise", request, clients=args.clients, max_requests=2, max_duration_s=60)
         items_before, batches_before = await asyncio.to_thread(server.batch_totals, "advisor")
-        cpu_before, start = process_cpu_s(server.process.pid), time.monotonic()
+        cpu_before, start = process_cpu_seconds(server.process.pid), time.monotonic()
         result = await run_load(
             server.url + "/v1/advise",
             request,
@@ -185,7 +186,7 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
             max_duration_s=args.duration_s,
             request_timeout_s=120.0,
         )
-        cpu_after, elapsed = process_cpu_s(server.process.pid), time.monotonic() - start
+        cpu_after, elapsed = process_cpu_seconds(server.process.pid), time.monotonic() - start
         items, batches = await asyncio.to_thread(server.batch_totals, "advisor")
         items, batches = items - items_before, batches - batches_before
     cpu = (cpu_after - cpu_before) / elapsed if cpu_before is not None and cpu_after is not None else None
@@ -202,15 +203,6 @@ async def _serve_row(max_batch_size: int, model: Path, args: argparse.Namespace)
         "load_average": load_average(),
         "beside_training": False,
     }
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) process ``pid`` has used, from ``/proc`` (None where there is none)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load_average() -> float | None:

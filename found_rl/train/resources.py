@@ -125,3 +125,14 @@ def pin_learner(cpus: Sequence[int] | None) -> None:
     child process started, so none inherits it."""
     if cpus:
         os.sched_setaffinity(0, set(cpus))
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) process ``pid`` has used; None once it is gone."""
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from found_rl.train.resources import Placement
+from found_rl.train.resources import Placement, process_cpu_seconds
 
 _STOP_GRACE_S = 10.0
 
@@ -176,12 +176,10 @@ class SpawnedServer:
 
     def cpu_seconds(self) -> float:
         """CPU time (user and system, all threads) the server process has used so far."""
-        import psutil
-
-        if self.process is None:
+        seconds = process_cpu_seconds(self.process.pid) if self.process is not None else None
+        if seconds is None:
             raise RuntimeError("SpawnedServer.cpu_seconds: the server is not running")
-        times = psutil.Process(self.process.pid).cpu_times()
-        return times.user + times.system
+        return seconds
 
     @property
     def pid(self) -> int | None:

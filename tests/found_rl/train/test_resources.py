@@ -67,3 +67,15 @@ def test_the_learners_cpus_are_kept_from_everyone_else():
     assert split_cpus(allowed) == (tuple(allowed), None)  # every CPU to the learner: nobody restricted
     if len(allowed) > 1:
         assert split_cpus([allowed[-1]]) == ((allowed[-1],), tuple(allowed[:-1]))
+
+
+def test_process_cpu_seconds_reads_a_live_process_and_none_once_it_is_gone():
+    import subprocess
+    import sys
+
+    from found_rl.train.resources import process_cpu_seconds
+
+    assert process_cpu_seconds(os.getpid()) > 0
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert process_cpu_seconds(child.pid) is None  # reaped: no such process
