@@ -43,6 +43,13 @@ def _configure_init(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, type=Path, help="model folder to write (new or empty)")
     parser.add_argument("--seed", type=SEED, default=0, help="seed of the random weights")
+    sizes = parser.add_argument_group("resizing the preset (default: the preset's own)")
+    sizes.add_argument(
+        "--image-px", type=int_at_least(8), help="side the BEV is resized to for the vision tower (small: 64)"
+    )
+    sizes.add_argument("--patch-px", type=int_at_least(2), help="vision patch side; (image/patch)^2 image tokens (small: 16)")
+    sizes.add_argument("--hidden", type=int_at_least(32), help="width of both towers, 32 per attention head (small: 128)")
+    sizes.add_argument("--layers", type=int_at_least(1), help="transformer layers of each tower (small: 2)")
     parser.set_defaults(run=run_init)
 
 
@@ -142,13 +149,14 @@ def _add_split_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from found_rl.vlm.scratch import init_advisor
+    from found_rl.vlm.scratch import ArchitectureChanges, init_advisor
 
     check_output_dir(args.out, "--out")
     if args.out.is_dir() and any(args.out.iterdir()):
         raise UserError(f"--out {args.out}: folder is not empty; give a new or empty folder for the model")
     quiet_transformers()
-    card = init_advisor(args.out, args.preset, args.seed)
+    changes = ArchitectureChanges(args.image_px, args.patch_px, args.hidden, args.layers)
+    card = init_advisor(args.out, args.preset, args.seed, changes)
     shape = card["architecture"]
     print(
         f"wrote an untrained {args.preset} advisor VLM to {args.out}: {card['parameters'] / 1e6:.2f} M parameters, "

@@ -18,7 +18,12 @@ EXPERT = "expert"
 
 
 class Driver(Protocol):
-    """A learner that drives (``found_rl.evaluation.agents``: ``advisor:URL``, ``checkpoint:PATH``)."""
+    """A learner that drives (``found_rl.evaluation.agents``: ``advisor:URL``, ``checkpoint:PATH``).
+
+    A driver may also have ``follow(obs, snapshot)``: keep up with a step the expert drives
+    without choosing an action (an advisor then skips its request, the dear part of a step).
+    A driver without it is asked to ``act`` on every step, its answer unused on the expert's.
+    """
 
     name: str
 
@@ -61,13 +66,17 @@ class DaggerMix:
     ) -> tuple[np.ndarray, str]:
         """``(action to execute, who it is from)``.
 
-        The driver acts on every step, even one the expert takes, so a driver that keeps
-        state (a BEV history, its last answer) sees the episode as it runs.
+        The driver sees every step, even one the expert takes (``follow``, else ``act``), so a
+        driver that keeps state (a BEV history, its route progress) sees the episode as it runs.
         """
         if self.driver is None:
             return expert, EXPERT
-        learner = np.asarray(self.driver.act(obs, snapshot), dtype=np.float32).reshape(2)
         if self.rng.random() < self.beta:
+            follow = getattr(self.driver, "follow", None)
+            if callable(follow):
+                follow(obs, snapshot)
+            else:
+                self.driver.act(obs, snapshot)
             return expert, EXPERT
-        return learner, self.kind
+        return np.asarray(self.driver.act(obs, snapshot), dtype=np.float32).reshape(2), self.kind
 

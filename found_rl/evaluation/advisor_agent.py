@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -89,14 +89,23 @@ class AdvisorAgent:
             self.renderer.reset()
         self._last_action = FALLBACK_ACTION
 
-    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+    def follow(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> None:
+        """Keep up with a step someone else drives (route progress, BEV history) without asking the advisor."""
+        self._observe(snapshot)
+
+    def _observe(self, snapshot: WorldSnapshot) -> Any:
         from found_rl.bev import BevRenderer
-        from vlm_server.client import AdvisorError, AdvisorUnavailable
 
         if self.renderer is None:
             self.renderer = BevRenderer(snapshot.map)
         observation = self.observer.observe(snapshot)
         self.renderer.render(snapshot, self.observer.route_index)
+        return observation
+
+    def act(self, obs: dict[str, np.ndarray], snapshot: WorldSnapshot) -> np.ndarray:
+        from vlm_server.client import AdvisorError, AdvisorUnavailable
+
+        observation = self._observe(snapshot)
         try:
             acc, steer = self.client.advise(
                 self.renderer.render_rgb(), observation.command, prompt_speed_mps(snapshot.ego), observation.to_dict()

@@ -18,7 +18,7 @@ advisor card (``found_rl_advisor.json``) marks it untrained so fine-tuning picks
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,10 @@ class Architecture:
     def __post_init__(self) -> None:
         if self.image_px % self.patch_px:
             raise ValueError(f"image_px {self.image_px} must be a multiple of patch_px {self.patch_px}")
+        for tower in ("vision", "text"):
+            hidden, heads = getattr(self, f"{tower}_hidden"), getattr(self, f"{tower}_heads")
+            if hidden % heads:
+                raise ValueError(f"{tower}_hidden {hidden} must be a multiple of {tower}_heads {heads}")
 
     @property
     def image_tokens(self) -> int:
@@ -73,6 +77,46 @@ PRESETS: dict[str, Architecture] = {
     ),
 }
 """``tiny``: tests (a training step in milliseconds); ``small``: the 30-minute CPU run."""
+
+HEAD_PX = 32
+"""Hidden width per attention head when ``--hidden`` resizes a preset (both towers)."""
+
+
+@dataclass(frozen=True)
+class ArchitectureChanges:
+    """What ``vlm init``'s size flags change in a preset (None: the preset's own)."""
+
+    image_px: int | None = None
+    patch_px: int | None = None
+    hidden: int | None = None
+    layers: int | None = None
+
+    def apply(self, base: Architecture) -> Architecture:
+        """``base`` with these changes; a width change keeps ``HEAD_PX`` per head.
+
+        Raises:
+            UserError: a combination the towers cannot take, naming the flags.
+        """
+        changes: dict[str, int] = {}
+        if self.image_px is not None:
+            changes["image_px"] = self.image_px
+        if self.patch_px is not None:
+            changes["patch_px"] = self.patch_px
+        if self.hidden is not None:
+            if self.hidden % HEAD_PX:
+                raise UserError(f"--hidden must be a multiple of {HEAD_PX} (the width of one attention head), got {self.hidden}")
+            heads = self.hidden // HEAD_PX
+            changes.update(vision_hidden=self.hidden, text_hidden=self.hidden, vision_heads=heads, text_heads=heads)
+        if self.layers is not None:
+            changes.update(vision_layers=self.layers, text_layers=self.layers)
+        image_px, patch_px = changes.get("image_px", base.image_px), changes.get("patch_px", base.patch_px)
+        if image_px % patch_px:
+            raise UserError(f"--image-px {image_px} must be a multiple of --patch-px {patch_px}")
+        return replace(base, **changes)
+
+    def as_dict(self) -> dict[str, int]:
+        """The flags that were given, for the advisor card."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 def build_llava(
@@ -153,8 +197,10 @@ def build_llava(
     return model
 
 
-def init_advisor(directory: str | Path, preset: str = "small", seed: int = 0) -> dict[str, Any]:
-    """Write an untrained advisor VLM of ``preset`` to ``directory``; returns its advisor card.
+def init_advisor(
+    directory: str | Path, preset: str = "small", seed: int = 0, changes: ArchitectureChanges | None = None
+) -> dict[str, Any]:
+    """Write an untrained advisor VLM of ``preset`` (resized by ``changes``) to ``directory``; returns its advisor card.
 
     Raises:
         ValueError: an unknown preset (naming the known ones).
@@ -163,12 +209,14 @@ def init_advisor(directory: str | Path, preset: str = "small", seed: int = 0) ->
 
     if preset not in PRESETS:
         raise UserError(f"--preset must be one of {', '.join(PRESETS)}, got {preset!r}")
-    architecture = PRESETS[preset]
+    changes = changes or ArchitectureChanges()
+    architecture = changes.apply(PRESETS[preset])
     model = build_llava(directory, advisor_tokenizer(), architecture, CHAT_TEMPLATE, seed=seed)
     card = {
         "image_hw": list(DEFAULT_IMAGE_HW),
         "trained_by": INIT_MARK,
         "preset": preset,
+        "changes": changes.as_dict(),
         "architecture": asdict(architecture),
         "image_tokens": architecture.image_tokens,
         "parameters": sum(p.numel() for p in model.parameters()),

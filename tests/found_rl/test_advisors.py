@@ -93,3 +93,36 @@ async def test_served_expert_drives_the_advisor_agent_like_the_local_driver(aioh
 
     action = await asyncio.to_thread(drive)
     np.testing.assert_allclose(action, ExpertDriver().act(scene()), atol=1e-5)
+
+
+async def test_following_a_step_keeps_the_advisor_agent_in_step_without_a_request(aiohttp_server):
+    config = ServerConfig(
+        advisor=BackendConfig(spec="expert", batching=BatchingConfig(max_batch_size=4, max_wait_ms=1.0))
+    )
+    server = await aiohttp_server(create_app(config))
+    url = str(server.make_url("/")).rstrip("/")
+    steps = [scenes.snapshot(0, (x, LANE_Y), speed_mps=4.0) for x in (8.0, 12.0, 16.0)]
+
+    def drive(follow_first: bool) -> tuple[np.ndarray, int, int]:
+        agent = AdvisorAgent(url, timeout_s=5.0)
+        requests = 0
+        advise = agent.client.advise
+
+        def counted(*args):
+            nonlocal requests
+            requests += 1
+            return advise(*args)
+
+        agent.client.advise = counted
+        try:
+            agent.reset()
+            for snapshot in steps[:-1]:
+                agent.follow({}, snapshot) if follow_first else agent.act({}, snapshot)
+            return agent.act({}, steps[-1]), agent.observer.route_index, requests
+        finally:
+            agent.close()
+
+    followed, asked = await asyncio.to_thread(drive, True), await asyncio.to_thread(drive, False)
+    assert (followed[2], asked[2]) == (1, 3)
+    assert followed[1] == asked[1] > 0  # the same route progress either way
+    np.testing.assert_allclose(followed[0], asked[0])

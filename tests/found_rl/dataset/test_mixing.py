@@ -73,6 +73,27 @@ def test_the_expert_is_executed_with_probability_beta(beta, expert_share):
     assert driver.calls == 4000  # the driver sees every step, also those the expert takes
 
 
+class Following(Constant):
+    """A driver that can keep up with the expert's steps without choosing (an advisor skips its request)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.followed = 0
+
+    def follow(self, obs, snapshot) -> None:
+        self.followed += 1
+
+
+def test_a_driver_that_can_follow_is_asked_only_on_the_steps_it_drives():
+    driver, plain = Following(), Constant()
+    expert = np.array([1.0, 0.0], np.float32)
+    picks = [DaggerMix(d, 0.4, np.random.default_rng(7)) for d in (driver, plain)]
+    chosen = [[mix.choose(expert, {}, None)[1] for _ in range(500)] for mix in picks]
+    assert chosen[0] == chosen[1]  # the same draws: following changes no dataset
+    driven = sum(by == "checkpoint" for by in chosen[0])
+    assert driver.calls == driven and driver.followed == 500 - driven and 0 < driven < 500
+
+
 def test_without_a_driver_the_expert_drives_and_nothing_is_drawn():
     rng = np.random.default_rng(0)
     mix = DaggerMix(None, 0.5, rng)

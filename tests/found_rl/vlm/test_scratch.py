@@ -10,7 +10,8 @@ from found_rl.vlm.config import FinetuneConfig
 from found_rl.vlm.evaluate import evaluate
 from found_rl.vlm.examples import load_chat_examples
 from found_rl.vlm.finetune import Finetuner
-from found_rl.vlm.scratch import INIT_MARK, PRESETS, init_advisor, untrained_card
+from found_rl.errors import UserError
+from found_rl.vlm.scratch import INIT_MARK, PRESETS, ArchitectureChanges, init_advisor, untrained_card
 from vlm_server.backends.base import AdviseItem
 from vlm_server.backends.hf_checks import ADVISOR_CARD
 from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
@@ -72,3 +73,28 @@ def test_finetune_trains_it_fully_and_the_export_is_no_longer_untrained(expert_d
 def test_unknown_preset_is_refused_naming_the_known_ones(tmp_path):
     with pytest.raises(ValueError, match="--preset must be one of tiny, small"):
         init_advisor(tmp_path / "m", "huge")
+
+
+def test_size_flags_resize_the_preset_and_the_card_records_them(tmp_path):
+    from transformers import AutoConfig
+
+    changes = ArchitectureChanges(image_px=48, patch_px=8, hidden=64, layers=3)
+    card = init_advisor(tmp_path / "resized", "tiny", changes=changes)
+    assert card["changes"] == {"image_px": 48, "patch_px": 8, "hidden": 64, "layers": 3}
+    assert card["image_tokens"] == 36 and card["architecture"]["vision_heads"] == 2
+    config = AutoConfig.from_pretrained(tmp_path / "resized")
+    assert (config.vision_config.image_size, config.vision_config.patch_size) == (48, 8)
+    assert (config.text_config.hidden_size, config.text_config.num_hidden_layers) == (64, 3)
+    assert config.text_config.num_attention_heads == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (ArchitectureChanges(image_px=50), r"--image-px 50 must be a multiple of --patch-px 16"),
+        (ArchitectureChanges(hidden=48), r"--hidden must be a multiple of 32"),
+    ],
+)
+def test_size_flags_the_towers_cannot_take_are_refused_by_name(changes, message):
+    with pytest.raises(UserError, match=message):
+        changes.apply(PRESETS["tiny"])
