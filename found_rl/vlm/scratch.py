@@ -4,10 +4,11 @@ A laptop has no pretrained VLM, but the advisor's task is narrow: read a 192 px 
 10-token prompt, write 11 answer tokens. So the model is a LLaVA (a CLIP vision tower, a
 two-layer projector, a Llama decoder) sized for that task: the BEV is downscaled by the
 processor (64 px for ``small``: road, route, markings, cars, walkers and light colours stay
-visible), cut into 16 px patches (16 image tokens), and the tokenizer is
-``advisor_tokenizer``'s, so a whole training row is about 40 tokens. One thread of a busy
-2-core machine trains ``small`` at about 60 samples a second: 30 minutes see a 50k-sample
-dataset twice. Its weights are random (seeded); ``vlm finetune`` trains every one of them
+visible), cut into 8 px patches (64 image tokens: at 16 px, 16 tokens, one token covered a
+whole junction approach and the model could not tell its own light from the crossing
+road's; docs/vlm.md has the study), and the tokenizer is ``advisor_tokenizer``'s, so a whole
+training row is about 90 tokens. Two busy CPU cores train ``small`` at about 80 samples a
+second. Its weights are random (seeded); ``vlm finetune`` trains every one of them
 (``--full``, at the learning rate the advisor card suggests).
 
 The folder is an ordinary transformers checkpoint: ``vlm finetune``, ``vlm evaluate`` and the
@@ -72,7 +73,7 @@ PRESETS: dict[str, Architecture] = {
         text_hidden=32, text_layers=1, text_heads=2, mlp_ratio=2, learning_rate=3e-3,
     ),
     "small": Architecture(
-        image_px=64, patch_px=16, vision_hidden=128, vision_layers=2, vision_heads=4,
+        image_px=64, patch_px=8, vision_hidden=128, vision_layers=2, vision_heads=4,
         text_hidden=128, text_layers=2, text_heads=4, mlp_ratio=3, learning_rate=2e-3,
     ),
 }
