@@ -160,5 +160,10 @@ def alignment_margin(probs: np.ndarray, action_indices: np.ndarray) -> np.ndarra
 
 def normalised_bonus(margin: float, mean: float, var: float) -> float:
     """``b = 0.25 * clip((m - mu) / sqrt(var + 1e-8), -1, 1)``."""
-    z = (margin - mean) / np.sqrt(var + VARIANCE_EPS)
-    return float(BONUS_SCALE * np.clip(z, -1.0, 1.0))
+    return float(normalised_bonuses(margin, mean, var))
+
+
+def normalised_bonuses(margins: np.ndarray | float, mean: np.ndarray | float, var: np.ndarray | float) -> np.ndarray:
+    """``normalised_bonus`` of many margins at once (``mean`` and ``var`` broadcast against them)."""
+    z = (np.asarray(margins, dtype=np.float64) - mean) / np.sqrt(np.asarray(var, dtype=np.float64) + VARIANCE_EPS)
+    return BONUS_SCALE * np.clip(z, -1.0, 1.0)

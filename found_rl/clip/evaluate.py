@@ -104,12 +104,17 @@ def held_out_scope(frames: ClipFrames, training: dict, data_dir: str | Path) -> 
     is_same_data = training.get("data_sha256") == dataset_fingerprint(data_dir)
     if not is_same_data:
         return np.ones(len(frames), dtype=bool), "whole dataset (not the checkpoint's training data)"
-    held_out = np.asarray(training.get("held_out_episodes", []), dtype=np.int64)
+    return held_out_episodes_scope(frames, training.get("held_out_episodes", []), data_dir)
+
+
+def held_out_episodes_scope(
+    frames: ClipFrames, held_out_episodes: Sequence[int], data_dir: str | Path
+) -> tuple[np.ndarray, str]:
+    """``(mask of the frames of these episodes, the scope's description)``; refused when none is here."""
+    held_out = np.asarray(held_out_episodes, dtype=np.int64)
     mask = np.isin(frames.episodes, held_out)
     if not mask.any():
-        raise UserError(
-            f"--data {data_dir}: is the checkpoint's training data but none of its held-out episodes are here"
-        )
+        raise UserError(f"--data {data_dir}: is the training data but none of its held-out episodes are here")
     return mask, f"held-out episodes ({len(held_out)} of {len(np.unique(frames.episodes))}, {int(mask.sum())} frames)"
 
 
@@ -132,17 +137,92 @@ class RecordedPriors:
         return cls(np.asarray(training["group_prior"]), np.asarray(training["context_prior"]))
 
 
-def model_distribution(scorer, served: np.ndarray, frames: ClipFrames, context_table: np.ndarray) -> np.ndarray:
-    """``[N, 30]`` the model's p(a | image, context) from what its scorer serves.
+def model_distribution(
+    objective: str, context_name: str, served: np.ndarray, frames: ClipFrames, context_table: np.ndarray
+) -> np.ndarray:
+    """``[N, 30]`` the model's p(a | image, context) from what a checkpoint of ``objective`` serves.
 
     A contrastive checkpoint serves it directly. A logit-adjusted one serves the residual
-    ∝ p(a | image, context) / p(a | context), so the prior of the frame's context multiplies back in.
+    ∝ p(a | image, context) / p(a | context), so the prior of the frame's context (of the
+    checkpoint's ``context_name`` definition) multiplies back in.
     """
-    if getattr(scorer, "objective", "contrastive") != "logit-adjusted":
+    if objective != "logit-adjusted":
         return served
-    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
+    context = context_named(context_name, "context")
     joint = served * context_table[context.ids(frames.command_rows, frames.speed_bins)]
     return joint / joint.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class HeldOutScores:
+    """What a scorer gives the scored frames, with their own images and with images shuffled.
+
+    Each array is ``[N, 30]``, a distribution over the 30 anchors of the frame's (command, speed)
+    group. The shuffle gives frame ``i`` the image of another scored frame of its context (and
+    town), so command, speed and action stay and only the image–action pairing is broken.
+
+    Attributes:
+        frames: the N scored frames.
+        served, shuffled_served: what the scorer serves (for a logit-adjusted checkpoint: the
+            image's evidence beyond the prior), the input of the bonus.
+        model, shuffled_model: the model's p(a | image, context) (``model_distribution``).
+        prior: p(a | command, speed bin), the training frames' action frequencies.
+        towns: ``[N]`` each frame's town name (None: no town recorded).
+        The shuffled, model and prior arrays are None where no prior is known.
+    """
+
+    frames: ClipFrames
+    served: np.ndarray
+    shuffled_served: np.ndarray | None
+    model: np.ndarray | None
+    shuffled_model: np.ndarray | None
+    prior: np.ndarray | None
+    towns: np.ndarray | None
+
+
+def score_held_out(
+    scorer,
+    frames: ClipFrames,
+    scored: np.ndarray,
+    recorded: RecordedPriors | None = None,
+    shuffle_seed: int = 0,
+    show_progress: bool = False,
+    towns: Sequence[str] | None = None,
+) -> HeldOutScores:
+    """Score ``frames[scored]`` with a loaded scorer, with their images and with images shuffled.
+
+    The priors are fitted on the other frames (the checkpoint's training episodes); when every
+    frame is scored, the ``recorded`` ones stand in, and without either there is no prior, model
+    distribution or shuffle. ``towns`` (each frame's town name, aligned with ``frames``) makes
+    the shuffle stay within town and context. The same frames, seed and towns give every scorer
+    the same shuffle, so scorers can be set side by side (``found_rl.clip.ladder``).
+    """
+    test = frames.subset(scored)
+    served = scorer_probabilities(scorer, test, show_progress)
+    town_of = None if towns is None else np.asarray(towns, dtype=object)[scored]
+    train = frames.subset(~scored)
+    context_name = getattr(scorer, "context", DEFAULT_CONTEXT)
+    context = context_named(context_name, "context")
+    if len(train):
+        group_table = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)
+        context_ids = context.ids(train.command_rows, train.speed_bins)
+        context_table = prior_table(context_ids, train.action_ids, context.size)
+    elif recorded is not None:
+        group_table, context_table = recorded.group, recorded.context
+    else:
+        return HeldOutScores(test, served, None, None, None, None, town_of)
+    shuffled = test.with_inputs_of(shuffle_within_groups(_town_groups(test.groups, town_of), shuffle_seed))
+    shuffled_served = scorer_probabilities(scorer, shuffled, show_progress)
+    objective = getattr(scorer, "objective", "contrastive")
+    return HeldOutScores(
+        frames=test,
+        served=served,
+        shuffled_served=shuffled_served,
+        model=model_distribution(objective, context_name, served, test, context_table),
+        shuffled_model=model_distribution(objective, context_name, shuffled_served, test, context_table),
+        prior=group_table[test.groups],
+        towns=town_of,
+    )
 
 
 def evaluate(
@@ -158,38 +238,25 @@ def evaluate(
 ) -> Evaluation:
     """Score ``frames[scored]`` with a loaded scorer, against the image-blind prior.
 
-    The priors are fitted on the other frames (the checkpoint's training episodes); when every
-    frame is scored, the ``recorded`` ones stand in, and without either there is no prior, lift
-    or shuffle. The lift, per-context AUCs and the shuffle control score the model's
-    p(a | image, context) (``model_distribution``), so a logit-adjusted checkpoint, which serves
-    only the image's evidence, is measured on the same footing as a contrastive one.
-
-    ``towns`` (each frame's town name, aligned with ``frames``) adds a row per town of the
-    scored frames; images are then shuffled within town and context, so each town's shuffle
-    control stays within that town.
+    The frames and priors are those of ``score_held_out``. The lift, per-context AUCs and the
+    shuffle control score the model's p(a | image, context) (``model_distribution``), so a
+    logit-adjusted checkpoint, which serves only the image's evidence, is measured on the same
+    footing as a contrastive one. With ``towns``, a row per town of the scored frames is added.
     """
-    test = frames.subset(scored)
-    served = scorer_probabilities(scorer, test, show_progress)
-    town_of = None if towns is None else np.asarray(towns, dtype=object)[scored]
-    train = frames.subset(~scored)
-    context = context_named(getattr(scorer, "context", DEFAULT_CONTEXT), "context")
-    if len(train):
-        group_table = prior_table(train.groups, train.action_ids, ANCHOR_GROUPS)
-        context_ids = context.ids(train.command_rows, train.speed_bins)
-        context_table = prior_table(context_ids, train.action_ids, context.size)
-    elif recorded is not None:
-        group_table, context_table = recorded.group, recorded.context
-    else:
+    scores = score_held_out(scorer, frames, scored, recorded, shuffle_seed, show_progress, towns)
+    return measure(scores, scope, min_context_frames)
+
+
+def measure(scores: HeldOutScores, scope: str, min_context_frames: int = MIN_CONTEXT_FRAMES) -> Evaluation:
+    """The ``Evaluation`` of a scorer's held-out scores: overall, and per town where towns are known."""
+    test = scores.frames
+    if scores.prior is None or scores.model is None or scores.shuffled_model is None:
 
         def unmeasured(rows: np.ndarray, name: str) -> Evaluation:
-            return Evaluation(_quality(served, test, rows), None, name)
+            return Evaluation(_quality(scores.served, test, rows), None, name)
 
-        return _per_town(unmeasured, len(test), scope, town_of)
-    prior_probs = group_table[test.groups]
-    shuffled = test.with_inputs_of(shuffle_within_groups(_town_groups(test.groups, town_of), shuffle_seed))
-    model_probs = model_distribution(scorer, served, test, context_table)
-    shuffled_served = scorer_probabilities(scorer, shuffled, show_progress)
-    shuffled_probs = model_distribution(scorer, shuffled_served, test, context_table)
+        return _per_town(unmeasured, len(test), scope, scores.towns)
+    prior_probs, model_probs, shuffled_probs = scores.prior, scores.model, scores.shuffled_model
 
     def measured(rows: np.ndarray, name: str) -> Evaluation:
         actions = test.action_ids[rows]
@@ -200,9 +267,9 @@ def evaluate(
             test.groups[rows],
             min_context_frames,
         )
-        return Evaluation(_quality(served, test, rows), _quality(prior_probs, test, rows), name, evidence)
+        return Evaluation(_quality(scores.served, test, rows), _quality(prior_probs, test, rows), name, evidence)
 
-    return _per_town(measured, len(test), scope, town_of)
+    return _per_town(measured, len(test), scope, scores.towns)
 
 
 def _quality(probs: np.ndarray, test: ClipFrames, rows: np.ndarray) -> RewardQuality:

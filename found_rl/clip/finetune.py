@@ -6,8 +6,10 @@ autocast on a GPU. The objective (``found_rl.clip.loss``) is ``logit-adjusted`` 
 the image's evidence beyond the training prior p(a | context), against the 30 anchors of each
 frame's own context) or the earlier caption-aware ``contrastive`` loss; each step encodes only
 the captions it needs. Junction frames can be drawn more often (``found_rl.clip.sampling``), and
-the image tower can read the BEV history (``vlm_server.clip_inputs``). The held-out episodes are
-scored after every epoch, with the lift over the prior.
+the image tower can read the BEV history (``vlm_server.clip_inputs``). The run stops after its
+epochs or its time budget (``found_rl.clip.schedule``: with ``max_minutes`` alone, epochs repeat
+until the time is used). The held-out episodes are scored after every epoch, with the lift over
+the prior.
 Checkpoints are written atomically every ``checkpoint_every_steps`` and at the end; a run
 resumes from its own checkpoint at the same step, with the same batches. Each records the data,
 its episode split and the training episodes' towns, for ``clip evaluate``.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +30,12 @@ import torch.nn.functional as F
 
 from found_rl.atomic import replaced_atomically
 from found_rl.clip.data import ClipFrames, EpisodeSplit
-from found_rl.clip.evaluate import ANCHOR_GROUPS, caption_tokens, model_probabilities
+from found_rl.clip.evaluate import ANCHOR_GROUPS, caption_tokens, model_distribution, model_probabilities
 from found_rl.clip.loss import caption_aware_clip_loss, distinct_captions, logit_adjusted_loss
 from found_rl.clip.model import ClipModel, create_clip_model
 from found_rl.clip.quality import prior_table, reward_quality
 from found_rl.clip.sampling import balanced_epoch_order, epoch_order, is_junction
+from found_rl.clip.schedule import DEFAULT_EPOCHS, RunLength, learning_rate
 from found_rl.clip.towns import frames_networks
 from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import NUM_ACTIONS
@@ -72,7 +76,8 @@ class FinetuneConfig:
     """open_clip tag, weights file or found-rl checkpoint; None trains from scratch"""
     image_size: int
     """the model's input side, px (BEVs are area-resized to it)"""
-    epochs: int = 6
+    epochs: int | None = DEFAULT_EPOCHS
+    """stop after this many epochs (None: ``max_minutes`` alone stops the run, epochs repeat until then)"""
     batch_size: int = 128
     lr: float = 2e-3
     """peak learning rate (small models from scratch; use ~1e-5 for a pretrained ViT-B-16)"""
@@ -81,7 +86,7 @@ class FinetuneConfig:
     grad_clip_norm: float = 1.0
     seed: int = 0
     max_minutes: float | None = None
-    """stop (and save) after this much wall time, whatever the epoch"""
+    """stop (and save) after this much wall time, whatever the epoch; the stopping rule when ``epochs`` is None"""
     checkpoint_every_steps: int = 500
     val_max_frames: int = 4096
     """held-out frames scored after each epoch (the full held-out set is `clip evaluate`'s job)"""
@@ -107,6 +112,7 @@ class FinetuneConfig:
             raise ValueError(f"--junction-share must be in (0, 1), got {self.junction_share}")
         if self.text_bank_refresh_steps < 1:
             raise ValueError(f"text_bank_refresh_steps must be >= 1, got {self.text_bank_refresh_steps}")
+        RunLength(1, self.epochs, self.max_minutes)  # refuses a run that never stops
 
 
 @dataclass(frozen=True)
@@ -120,15 +126,7 @@ class DataInfo:
     val_fraction: float
 
 
-def learning_rate(step: int, total_steps: int, config: FinetuneConfig) -> float:
-    """Linear warm-up to ``lr``, then cosine decay to 0 at ``total_steps`` (open_clip's schedule)."""
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))) * config.lr
-
-
-def make_optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW with open_clip's exclusions: no decay on 1-d parameters (gains, biases) or the temperature."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
@@ -137,15 +135,18 @@ def make_optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.opti
         is_excluded = parameter.ndim < 2 or "logit_scale" in name or name.endswith(".bias")
         (no_decay if is_excluded else decay).append(parameter)
     return torch.optim.AdamW(
-        [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": config.weight_decay}],
-        lr=config.lr,
+        [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}],
+        lr=lr,
         betas=(0.9, 0.98),
         eps=1e-6,
     )
 
 
 class Finetuner:
-    """Trains one model on ``train`` frames and validates on ``held_out`` frames."""
+    """Trains one model on ``train`` frames and validates on ``held_out`` frames.
+
+    ``clock`` (seconds, monotonic) times the run against ``max_minutes``; tests pass a fake one.
+    """
 
     def __init__(
         self,
@@ -156,6 +157,7 @@ class Finetuner:
         out: Path,
         resume: bool = False,
         logdir: Path | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if len(train) < config.batch_size:
             raise UserError(
@@ -182,10 +184,13 @@ class Finetuner:
         if config.junction_share is not None:
             balanced_epoch_order(self.junction, config.junction_share, config.seed, 0)  # refuse bad data now
         self.tokens = caption_tokens(text_tokenizer(self.clip.model_cfg)).to(self.device)
-        self.optimizer = make_optimizer(self.model, config)
+        self.optimizer = make_optimizer(self.model, config.lr, config.weight_decay)
         self.steps_per_epoch = len(train) // config.batch_size
-        self.total_steps = config.epochs * self.steps_per_epoch
+        self.length = RunLength(self.steps_per_epoch, config.epochs, config.max_minutes)
+        self.clock = clock
         self.step = 0
+        self.elapsed_s = 0.0
+        """wall time of the run so far, earlier sessions of a resumed run included"""
         self.history: list[dict[str, float]] = []
         if resume:
             self._resume()
@@ -211,33 +216,45 @@ class Finetuner:
             self.model.load_state_dict(load_model(checkpoint, self.out).state_dict())
         self.optimizer.load_state_dict(training["optimizer"])
         self.step = int(training["step"])
+        self.elapsed_s = float(training.get("elapsed_s", 0.0))
         self.history = list(training.get("history", []))
         if training.get("text_bank") is not None:
             self.text_bank = training["text_bank"].to(self.device)
 
+    @property
+    def total_steps(self) -> int | None:
+        """Steps of the whole run when its epochs decide it (None under a time budget alone)."""
+        return self.length.total_steps
+
     def run(self, show_progress: bool = True) -> dict[str, Any]:
-        """Train to the end (or the time limit); returns the last validation and timing."""
+        """Train until the run's length is used (``found_rl.clip.schedule``); returns the last
+        validation, the flag that stopped the run (``stopped_by``) and timing."""
         from torch.utils.tensorboard import SummaryWriter
         from tqdm import tqdm
 
         config = self.config
         writer = SummaryWriter(str(self.logdir)) if self.logdir is not None else None
-        started = time.perf_counter()
+        started = self.clock()
+        elapsed_before = self.elapsed_s
         last_log = (started, self.step)
-        stopped_early = False
+        stopped_by = self.length.stop_reason(self.step, self.elapsed_s)
         validation: dict[str, float] = {}
         bar = tqdm(total=self.total_steps, initial=self.step, unit="step", desc="finetune", disable=not show_progress)
         try:
-            while self.step < self.total_steps:
+            while stopped_by is None:
                 epoch, offset = divmod(self.step, self.steps_per_epoch)
                 order = self._epoch_order(epoch)
                 start = offset * config.batch_size
                 batch = np.sort(order[start : start + config.batch_size])
-                loss, logit_scale = self._train_step(batch)
+                progress = self.length.progress(self.step, self.elapsed_s, config.warmup_steps)
+                loss, logit_scale = self._train_step(batch, learning_rate(
+                    self.step, progress, config.lr, config.warmup_steps
+                ))
                 self.step += 1
                 bar.update(1)
+                now = self.clock()
+                self.elapsed_s = elapsed_before + now - started
                 if writer is not None and self.step % config.log_every_steps == 0:
-                    now = time.perf_counter()
                     images_per_s = (self.step - last_log[1]) * config.batch_size / max(1e-9, now - last_log[0])
                     last_log = (now, self.step)
                     writer.add_scalar(TAG_LOSS, loss, self.step)
@@ -246,10 +263,8 @@ class Finetuner:
                     writer.add_scalar(TAG_IMAGES_PER_S, images_per_s, self.step)
                 bar.set_postfix(loss=f"{loss:.3f}", **{k: f"{v:.3f}" for k, v in validation.items()})
                 is_epoch_end = self.step % self.steps_per_epoch == 0
-                is_over_time = (
-                    config.max_minutes is not None and time.perf_counter() - started > config.max_minutes * 60.0
-                )
-                if is_epoch_end or is_over_time or self.step == self.total_steps:
+                stopped_by = self.length.stop_reason(self.step, self.elapsed_s)
+                if is_epoch_end or stopped_by is not None:
                     validation = self.validate()
                     self.history.append({"step": self.step, "loss": loss, **validation})
                     if writer is not None:
@@ -258,19 +273,18 @@ class Finetuner:
                         writer.add_scalar(TAG_EVAL_AUC_LIFT, validation["auc_lift"], self.step)
                 if self.step % config.checkpoint_every_steps == 0 or is_epoch_end:
                     self.save()
-                if is_over_time and self.step < self.total_steps:
-                    stopped_early = True
-                    break
         finally:
             bar.close()
             if writer is not None:
                 writer.close()
+        self.elapsed_s = elapsed_before + self.clock() - started
         self.save()
         return {
             "steps": self.step,
-            "total_steps": self.total_steps,
-            "stopped_early": stopped_early,
-            "wall_s": time.perf_counter() - started,
+            "epochs": self.step / self.steps_per_epoch,
+            "stopped_by": stopped_by,
+            "wall_s": self.elapsed_s - elapsed_before,
+            "elapsed_s": self.elapsed_s,
             "validation": validation,
         }
 
@@ -280,9 +294,8 @@ class Finetuner:
             return epoch_order(len(self.train_frames), self.config.seed, epoch)
         return balanced_epoch_order(self.junction, share, self.config.seed, epoch)
 
-    def _train_step(self, batch: np.ndarray) -> tuple[float, float]:
+    def _train_step(self, batch: np.ndarray, lr: float) -> tuple[float, float]:
         config = self.config
-        lr = learning_rate(self.step, self.total_steps, config)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         images = torch.from_numpy(self.train_frames.inputs(batch)).to(self.device)
@@ -343,16 +356,23 @@ class Finetuner:
         return F.normalize(torch.cat(chunks), dim=-1)
 
     def validate(self) -> dict[str, float]:
-        """AUC, top-1 and the AUC's lift over the prior on (up to ``val_max_frames``) held-out frames."""
+        """On (up to ``val_max_frames``) held-out frames: the served bonus's AUC and top-1, and the
+        model's p(a | image, context) AUC with its lift over the prior, as ``clip evaluate`` has them.
+
+        A logit-adjusted model serves only the image's evidence (chance 0.5); its lift is measured
+        on the evidence times the prior (``model_distribution``), not on the served AUC.
+        """
         frames = self.held_out
         if len(frames) > self.config.val_max_frames:
             rng = np.random.default_rng(self.config.seed)
             keep = rng.choice(len(frames), self.config.val_max_frames, replace=False)
             frames = frames.subset(np.sort(keep))
-        probs = model_probabilities(self.model, self.tokens, frames, self.clip.mean, self.clip.std, self.device)
-        quality = reward_quality(probs, frames.action_ids, frames.command_rows)
+        served = model_probabilities(self.model, self.tokens, frames, self.clip.mean, self.clip.std, self.device)
+        model = model_distribution(self.config.objective, self.config.context, served, frames, self.context_prior)
+        quality = reward_quality(served, frames.action_ids, frames.command_rows)
+        model_auc = reward_quality(model, frames.action_ids, frames.command_rows).auc
         prior = reward_quality(self.group_prior[frames.groups], frames.action_ids, frames.command_rows)
-        return {"auc": quality.auc, "top1": quality.top1, "auc_lift": quality.auc - prior.auc}
+        return {"auc": quality.auc, "top1": quality.top1, "model_auc": model_auc, "auc_lift": model_auc - prior.auc}
 
     def checkpoint(self) -> ClipCheckpoint:
         state_dict = {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
@@ -371,6 +391,7 @@ class Finetuner:
             training={
                 "config": asdict(self.config),
                 "step": self.step,
+                "elapsed_s": self.elapsed_s,
                 "steps_per_epoch": self.steps_per_epoch,
                 "optimizer": self.optimizer.state_dict(),
                 "data": self.data.path,

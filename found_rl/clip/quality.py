@@ -26,9 +26,10 @@ from vlm_server.anchors import (
     COMMAND_PHRASES,
     NEIGHBOUR_MASK,
     NUM_ACTIONS,
-    VARIANCE_EPS,
     alignment_margin,
+    normalised_bonuses,
 )
+from vlm_server.running_stats import RunningMoments
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -123,17 +124,40 @@ class ScoredBonuses:
 
 def scored_bonuses(probs: np.ndarray, action_ids: np.ndarray) -> ScoredBonuses:
     """Bonuses of the expert and all far actions, normalised by the moments of all their margins."""
-    expert_margin = alignment_margin(probs, action_ids)
-    far = ~NEIGHBOUR_MASK[action_ids]  # [N, 30]
-    frame_of_far, far_action = np.nonzero(far)
-    far_margin = alignment_margin(probs[frame_of_far], far_action)
+    expert_margin, far_margin, frame_of_far = _margins(probs, action_ids)
     all_margins = np.concatenate([expert_margin, far_margin])
     mean, var = all_margins.mean(), all_margins.var()
+    return ScoredBonuses(
+        normalised_bonuses(expert_margin, mean, var), expert_margin, normalised_bonuses(far_margin, mean, var),
+        far_margin, frame_of_far,
+    )
 
-    def bonus(margin: np.ndarray) -> np.ndarray:
-        return BONUS_SCALE * np.clip((margin - mean) / np.sqrt(var + VARIANCE_EPS), -1.0, 1.0)
 
-    return ScoredBonuses(bonus(expert_margin), expert_margin, bonus(far_margin), far_margin, frame_of_far)
+def learner_bonuses(probs: np.ndarray, action_ids: np.ndarray) -> ScoredBonuses:
+    """Bonuses as a freshly started server hands them to a learner that drives as the expert.
+
+    Frames in order, each expert action's margin first updates the server's running moments
+    (``RunningMoments``, as ``OpenClipScorer.score_batch`` does) and is normalised by them, its own
+    sample included; each far action of that frame gets the bonus the same moments would give it
+    had the learner taken it. Unlike ``scored_bonuses``, the moments see only executed actions
+    and move along the frames, and the first frames are normalised by very few samples.
+    """
+    expert_margin, far_margin, frame_of_far = _margins(probs, action_ids)
+    stats = RunningMoments()
+    snapshots = [stats.update(float(margin)) for margin in expert_margin]
+    mean = np.array([snapshot.mean for snapshot in snapshots])
+    var = np.array([snapshot.var for snapshot in snapshots])
+    return ScoredBonuses(
+        normalised_bonuses(expert_margin, mean, var), expert_margin,
+        normalised_bonuses(far_margin, mean[frame_of_far], var[frame_of_far]), far_margin, frame_of_far,
+    )
+
+
+def _margins(probs: np.ndarray, action_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(expert margins [N], far actions' margins [M], frame of each far action [M])`` (METHOD §3)."""
+    expert_margin = alignment_margin(probs, action_ids)
+    frame_of_far, far_action = np.nonzero(~NEIGHBOUR_MASK[action_ids])  # every action outside N(a)
+    return expert_margin, alignment_margin(probs[frame_of_far], far_action), frame_of_far
 
 
 def check_probabilities(probs: np.ndarray, action_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

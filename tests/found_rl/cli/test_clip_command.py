@@ -1,4 +1,5 @@
-"""``found-rl clip``: user mistakes exit 2 naming the flag or file; a tiny finetune -> evaluate run."""
+"""``found-rl clip``: user mistakes exit 2 naming the flag or file; tiny finetune -> evaluate and
+finetune -> probe -> ladder runs."""
 
 import json
 
@@ -22,6 +23,8 @@ def data(tmp_path, monkeypatch):
 
 
 FINETUNE = ["clip", "finetune", "--data", "data", "--no-progress"]
+PROBE = ["clip", "probe", "--data", "data", "--no-progress"]
+LADDER = ["clip", "ladder", "--data", "data", "--no-progress"]
 
 
 @pytest.mark.parametrize(
@@ -43,6 +46,18 @@ FINETUNE = ["clip", "finetune", "--data", "data", "--no-progress"]
         ),
         (["clip", "evaluate", "--data", "data", "--checkpoint", "exists.pt"], "exists.pt: cannot be read"),
         (["clip", "evaluate", "--data", "data", "--checkpoint", "missing.pt"], "missing.pt does not exist"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--epochs", "0"], "--epochs"),
+        ([*FINETUNE, "--model", "found-rl-vit-tiny", "--out", "m.pt", "--max-minutes", "0"], "--max-minutes"),
+        (["clip", "probe", "--data", "nowhere", "--out", "p.pt"], "--data nowhere: no such folder"),
+        ([*PROBE, "--out", "exists.pt"], "--out exists.pt: exists"),
+        ([*PROBE, "--out", "p.pt", "--max-minutes", "-1"], "--max-minutes"),
+        ([*PROBE, "--out", "p.pt", "--batch-size", "1"], "--batch-size"),
+        ([*PROBE, "--out", "p.pt", "--model", "no-such-model"], "--model 'no-such-model': not one of"),
+        ([*PROBE, "--out", "p.pt", "--same-split-as", "missing.pt"], "--same-split-as missing.pt: no such file"),
+        ([*PROBE, "--out", "p.pt", "--same-split-as", "exists.pt"], "exists.pt: cannot be read"),
+        (["clip", "ladder", "--data", "nowhere", "--checkpoint", "c.pt", "--probe", "p.pt"], "--data nowhere"),
+        ([*LADDER, "--checkpoint", "exists.pt", "--probe", "p.pt"], "exists.pt: cannot be read"),
+        ([*LADDER, "--checkpoint", "c.pt"], "the following arguments are required: --probe"),
     ],
 )
 def test_mistakes_exit_2_naming_the_flag_or_file(data, capsys, argv, message):
@@ -103,3 +118,45 @@ def test_other_towns_per_town_rows_and_the_training_towns_overlap(tmp_path, monk
     report = json.loads(captured.out)
     assert report["towns_overlap_training"] is None and "per_town" not in report and report["frames"] == 10
     assert "cannot check that --data old is held out by town: the road networks of --data" in captured.err
+
+
+def test_max_minutes_alone_is_the_stopping_rule_and_the_summary_says_so(data, capsys, micro_model):
+    argv = [*FINETUNE, "--model", micro_model, "--out", "m.pt", "--batch-size", "8", "--image-size", "16"]
+    assert cli.main([*argv, "--max-minutes", "0.001"]) == 0
+    assert "stopped by --max-minutes 0.001: " in capsys.readouterr().out
+
+
+def test_finetune_then_probe_then_ladder(data, capsys, micro_model):
+    small = ["--batch-size", "8", "--image-size", "16", "--epochs", "1"]
+    assert cli.main([*FINETUNE, "--model", micro_model, "--out", "m.pt", *small]) == 0
+    capsys.readouterr()
+
+    assert cli.main([*PROBE, "--model", micro_model, "--out", "p.pt", "--same-split-as", "m.pt", *small, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scope"].startswith("held-out episodes (1 of 4") and report["run"]["stopped_by"] == "--epochs 1"
+    for key in ("model_auc", "prior_auc", "auc_lift", "shuffled_auc", "top1"):
+        assert 0.0 <= abs(report[key]) <= 1.0, key
+    assert report["auc"] == report["model_auc"]  # the probe serves p(a | image, context) itself
+
+    assert cli.main([*LADDER, "--checkpoint", "m.pt", "--probe", "p.pt", "--json"]) == 0
+    ladder = json.loads(capsys.readouterr().out)
+    names = [rung["name"] for rung in ladder["rungs"]]
+    assert names == ["(a) probe", "(b) CLIP model", "(c) served bonus", "(c) learner's bonus"]
+    assert ladder["rungs"][0]["auc"] == pytest.approx(report["model_auc"])
+    assert len({rung["prior_auc"] for rung in ladder["rungs"]}) == 1
+    assert cli.main([*LADDER, "--checkpoint", "m.pt", "--probe", "p.pt"]) == 0
+    table = capsys.readouterr().out
+    assert "diagnostic ladder on data: held-out episodes (1 of 4, 12 frames)" in table
+    assert "(c) learner's bonus" in table
+
+    # a probe of another split, or no probe file at all, is refused naming the files
+    assert cli.main([*PROBE, "--model", micro_model, "--out", "q.pt", *small, "--val-fraction", "0.5"]) == 0
+    capsys.readouterr()
+    for probe, message in [
+        ("q.pt", "--probe q.pt and --checkpoint m.pt hold out different episodes; train the probe with --same-split"),
+        ("missing.pt", "--probe missing.pt does not exist"),
+        ("exists.pt", "--probe exists.pt: cannot be read as a torch file"),
+        ("m.pt", "--probe m.pt: not a `found-rl clip probe --out` file"),
+    ]:
+        code, err = run_cli([*LADDER, "--checkpoint", "m.pt", "--probe", probe], capsys)
+        assert code == 2 and message in err, err

@@ -1,4 +1,4 @@
-"""Fine-tuning end to end on a synthetic dataset: checkpoint round trip, resume, the random model."""
+"""Fine-tuning end to end on a synthetic dataset: checkpoint round trip, stopping rules, resume, the random model."""
 
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import torch
 
 from found_rl.clip.data import load_frames, split_by_episode
 from found_rl.clip.evaluate import evaluate, held_out_scope, model_probabilities, scorer_probabilities
-from found_rl.clip.finetune import TAGS, DataInfo, FinetuneConfig, Finetuner, learning_rate
+from found_rl.clip.finetune import TAGS, DataInfo, FinetuneConfig, Finetuner
 from tests.found_rl.clip.conftest import write_dataset
 from vlm_server.backends.base import ClipItem
 from vlm_server.backends.clip import OpenClipScorer
@@ -16,7 +16,8 @@ from vlm_server.clip_checkpoint import read_checkpoint
 
 
 def make_finetuner(
-    tmp_path: Path, model_name: str, epochs: int, resume: bool = False, logdir: Path | None = None, **overrides
+    tmp_path: Path, model_name: str, epochs: int | None, resume: bool = False, logdir: Path | None = None,
+    clock=None, **overrides
 ) -> Finetuner:
     data = tmp_path / "data"
     if not data.exists():
@@ -30,17 +31,22 @@ def make_finetuner(
         model_name, None, 16, epochs=epochs, batch_size=24, lr=5e-3, warmup_steps=5, **overrides
     )
     info = DataInfo(str(data), dataset_fingerprint(data), frames.input_size, split, 0.25)
+    timing = {} if clock is None else {"clock": clock}
     return Finetuner(
-        config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt", resume=resume, logdir=logdir
+        config, frames.subset(~held), frames.subset(held), info, tmp_path / "clip.pt", resume=resume, logdir=logdir,
+        **timing,
     )
 
 
-def test_schedule_warms_up_then_decays_to_zero():
-    config = FinetuneConfig("m", None, 16, lr=1.0, warmup_steps=10)
-    assert learning_rate(0, 100, config) == pytest.approx(0.1)
-    assert learning_rate(9, 100, config) == pytest.approx(1.0)
-    assert learning_rate(55, 100, config) == pytest.approx(0.5)
-    assert learning_rate(100, 100, config) == pytest.approx(0.0)
+class FakeClock:
+    """A clock that advances ``step_s`` seconds each time it is read."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.now += self.step_s
+        return self.now
 
 
 @pytest.mark.parametrize(
@@ -56,8 +62,9 @@ def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_mod
         objective=objective, image_input=image_input,
     )
     result = finetuner.run(show_progress=False)
-    assert result["steps"] == result["total_steps"] == len(finetuner.train_frames) // 24
-    assert set(result["validation"]) == {"auc", "top1", "auc_lift"}
+    assert result["steps"] == finetuner.total_steps == len(finetuner.train_frames) // 24
+    assert result["stopped_by"] == "--epochs 1"
+    assert set(result["validation"]) == {"auc", "top1", "model_auc", "auc_lift"}
     events = EventAccumulator(str(tmp_path / "runs"))
     events.Reload()
     assert set(events.Tags()["scalars"]) == set(TAGS)
@@ -86,6 +93,22 @@ def test_a_trained_checkpoint_round_trips_through_the_server(tmp_path, micro_mod
     )
 
 
+def test_max_minutes_alone_repeats_epochs_until_the_time_is_used(tmp_path, micro_model):
+    """A clock read once a step at 1 s a step: a 0.2-minute budget is 12 steps, two epochs of 6 and no more."""
+    finetuner = make_finetuner(tmp_path, micro_model, epochs=None, max_minutes=0.2, clock=FakeClock(1.0))
+    assert finetuner.total_steps is None and finetuner.steps_per_epoch == 6
+    result = finetuner.run(show_progress=False)
+    assert result["stopped_by"] == "--max-minutes 0.2"
+    assert result["steps"] == 12 and result["epochs"] == pytest.approx(2.0)
+    assert read_checkpoint(tmp_path / "clip.pt").training["elapsed_s"] == pytest.approx(result["elapsed_s"])
+
+
+def test_with_epochs_and_max_minutes_the_first_rule_reached_stops_the_run(tmp_path, micro_model):
+    finetuner = make_finetuner(tmp_path, micro_model, epochs=1, max_minutes=60.0, clock=FakeClock(1.0))
+    result = finetuner.run(show_progress=False)
+    assert (result["stopped_by"], result["steps"]) == ("--epochs 1", 6)
+
+
 def test_junction_balancing_needs_junction_frames(tmp_path, micro_model):
     with pytest.raises(ValueError, match=r"--junction-share 0\.3: the training frames hold 0 junction"):
         make_finetuner(tmp_path, micro_model, epochs=1, junction_share=0.3)
@@ -110,8 +133,17 @@ def test_resume_continues_at_the_saved_step_with_the_same_weights(tmp_path, micr
     straight = make_finetuner(tmp_path / "a", micro_model, epochs=2)
     straight.run(show_progress=False)
     torch.manual_seed(0)
-    first = make_finetuner(tmp_path / "b", micro_model, epochs=2, max_minutes=1e-9)  # stops after one step
-    assert first.run(show_progress=False)["steps"] == 1
+    first = make_finetuner(tmp_path / "b", micro_model, epochs=2, checkpoint_every_steps=1)
+    train_step = first._train_step
+
+    def killed_after_one_step(batch, lr):
+        if first.step == 1:
+            raise KeyboardInterrupt
+        return train_step(batch, lr)
+
+    first._train_step = killed_after_one_step
+    with pytest.raises(KeyboardInterrupt):
+        first.run(show_progress=False)
     resumed = make_finetuner(tmp_path / "b", micro_model, epochs=2, resume=True)
     assert resumed.step == 1
     resumed.run(show_progress=False)

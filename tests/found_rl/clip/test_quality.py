@@ -3,8 +3,9 @@ import itertools
 import numpy as np
 import pytest
 
-from found_rl.clip.quality import auc, prior_probabilities, reward_quality
-from vlm_server.anchors import NEIGHBOUR_MASK, NUM_ACTIONS
+from found_rl.clip.quality import auc, learner_bonuses, prior_probabilities, reward_quality, scored_bonuses
+from vlm_server.anchors import NEIGHBOUR_MASK, NUM_ACTIONS, alignment_margin, normalised_bonus
+from vlm_server.running_stats import RunningMoments
 
 
 def test_auc_counts_wins_and_half_ties():
@@ -79,3 +80,30 @@ def test_prior_is_the_action_frequency_of_each_group():
     # group 1 was never seen: the overall frequencies
     assert probs[1, 4] == pytest.approx(3 / 34)
     np.testing.assert_allclose(probs.sum(1), 1.0)
+
+
+def test_the_learners_bonus_is_the_servers_running_normalisation_in_frame_order(frames):
+    """As ``OpenClipScorer.score_batch``: each expert margin updates the moments, then is normalised by them."""
+    rng, actions, _ = frames
+    probs = rng.dirichlet(np.full(NUM_ACTIONS, 0.3), len(actions))
+    stats = RunningMoments()
+    served = [normalised_bonus(m, *stats.update(m)[1:]) for m in alignment_margin(probs, actions).tolist()]
+    bonuses = learner_bonuses(probs, actions)
+    np.testing.assert_allclose(bonuses.expert, served, atol=1e-12)
+    np.testing.assert_array_equal(bonuses.expert_margin, scored_bonuses(probs, actions).expert_margin)
+    # a far action is normalised by the moments of its own frame: the first frame's are its margin alone
+    first = bonuses.frame_of_far == 0
+    expected = np.clip((bonuses.far_margin[first] - bonuses.expert_margin[0]) / 1e-4, -1, 1) * 0.25
+    np.testing.assert_allclose(bonuses.far[first], expected)
+
+
+def test_the_learners_bonus_by_hand():
+    """Margins 0.5, 0.1, 0.3: moments (0.5, 0), (0.3, 0.04), (0.3, 0.08 / 3) give bonuses 0, -0.25, 0."""
+    probs = np.full((3, NUM_ACTIONS), 0.0)
+    probs[:, 29] = 0.1  # the best action outside N(0)
+    probs[:, 0] = [0.6, 0.2, 0.4]
+    probs[:, 5] = 1.0 - probs.sum(axis=1)  # braking, straight: in N(0), so outside the margin
+    actions = np.zeros(3, dtype=np.int64)
+    margins = alignment_margin(probs, actions)
+    np.testing.assert_allclose(margins, [0.5, 0.1, 0.3])
+    np.testing.assert_allclose(learner_bonuses(probs, actions).expert, [0.0, -0.25, 0.0], atol=1e-6)  # eps 1e-8
