@@ -34,8 +34,9 @@ from pydantic import (
 )
 
 from found_rl.errors import UserError
+from found_rl.package_files import is_package_path, resolve_package_path
 
-NETWORK_SUFFIXES = (".net.xml", ".xodr")
+NETWORK_SUFFIXES = (".net.xml", ".net.xml.gz", ".xodr")
 
 
 def _count_range(value: Any) -> tuple[int, int]:
@@ -131,6 +132,14 @@ GeneratedNetwork = Annotated[
 ]
 
 
+def _from_package(value: Any) -> Any:
+    """``package://NAME/PATH`` → the file's path in the installed package (checked to exist).
+
+    Runs before pydantic makes a ``Path`` of the text, which would fold ``//`` into ``/``.
+    """
+    return resolve_package_path(value) if isinstance(value, str) and is_package_path(value) else value
+
+
 def _resolve_existing(value: Path, info: ValidationInfo, what: str) -> Path:
     base = (info.context or {}).get("base_dir")
     path = value if value.is_absolute() or base is None else Path(base) / value
@@ -142,10 +151,14 @@ def _resolve_existing(value: Path, info: ValidationInfo, what: str) -> Path:
 
 
 class MapConfig(_Strict):
-    """Exactly one of ``generate`` (netgenerate), ``file`` (.net.xml/.xodr) or ``town`` (CARLA)."""
+    """Exactly one of ``generate`` (netgenerate), ``file`` (.net.xml[.gz]/.xodr) or ``town`` (CARLA).
+
+    ``file`` is relative to the scenario file, or ``package://NAME/PATH`` inside an installed
+    Python package (the networks that ship with eclipse-sumo, :mod:`found_rl.package_files`).
+    """
 
     generate: GeneratedNetwork | None = None
-    file: Path | None = None
+    file: Annotated[Path | None, BeforeValidator(_from_package)] = None
     town: str | None = None
     netconvert_options: tuple[str, ...] = Field(
         (), description="extra netconvert flags for .xodr"
@@ -158,7 +171,7 @@ class MapConfig(_Strict):
             return None
         if not str(value).endswith(NETWORK_SUFFIXES):
             raise ValueError(
-                f"expected a {' or '.join(NETWORK_SUFFIXES)} file, got {str(value)!r}"
+                f"expected a {', '.join(NETWORK_SUFFIXES[:-1])} or {NETWORK_SUFFIXES[-1]} file, got {str(value)!r}"
             )
         return _resolve_existing(value, info, "map file")
 
@@ -177,9 +190,9 @@ class MapConfig(_Strict):
 
 
 class RoutesConfig(_Strict):
-    """A leaderboard ``routes.xml`` file, or random routes of a given length."""
+    """A leaderboard ``routes.xml`` file (relative, or ``package://NAME/PATH``), or random routes."""
 
-    file: Path | None = None
+    file: Annotated[Path | None, BeforeValidator(_from_package)] = None
     random_length_m: float | None = Field(None, gt=10, le=20_000)
     town: str | None = Field(
         None,
@@ -357,6 +370,25 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{problem}"
 
 
+def read_yaml_file(path: Path, what: str) -> Any:
+    """The parsed YAML of a ``what`` file (``scenario``, ``suite``) a user names.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        UserError: a folder, not UTF-8 text, or malformed YAML (the line and column named).
+    """
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; pass a {what} YAML file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} file not found: {path}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not a UTF-8 text file (byte {exc.start}); a {what} is YAML text") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML file.
 
@@ -365,15 +397,6 @@ def load_scenario(path: str | Path) -> Scenario:
         ValueError: malformed YAML or an invalid field; the message names the file and field.
     """
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{path}: is a folder; pass a scenario YAML file")
-    if not path.is_file():
-        raise FileNotFoundError(f"scenario file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not a UTF-8 text file (byte {exc.start}); a scenario is YAML text") from None
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: malformed YAML: {yaml_problem(exc)}") from None
+    data = read_yaml_file(path, "scenario")
     scenario = parse_scenario(data, source=str(path), base_dir=path.parent)
     return scenario.model_copy(update={"source_path": path.resolve()})

@@ -42,7 +42,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,8 @@ class VariantSummary:
     """every evaluation of every seed had a town training never drove as its headline"""
     repeatable: bool = True
     """no seed's advisor went down for good (the run repeats from its seed; ``evaluations.jsonl``'s ``repeatable``)"""
+    towns: dict[str, str] = field(default_factory=dict)
+    """per evaluation town of the final evaluations: ``unseen``, or what saw it (``seen: training: ...``)"""
 
 
 def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]],
@@ -174,7 +176,15 @@ def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]],
         budget_coverage_min=None if None in budget_coverage else float(min(budget_coverage)),
         eval_town_unseen=all(bool(by_mark[m].get("eval_town_unseen", False)) for by_mark in at for m in marks),
         repeatable=all(r.get("repeatable", True) is not False for rows in runs for r in rows),
+        towns={name: town_status(town) for row in finals for name, town in (row.get("towns") or {}).items()},
     )
+
+
+def town_status(town: dict[str, Any]) -> str:
+    """``unseen``, or ``seen: <what drove its roads>`` of one town entry of an evaluation row."""
+    if town.get("unseen"):
+        return "unseen"
+    return "seen: " + (", ".join(town.get("seen_by") or []) or "by training")
 
 
 GUIDED_VARIANTS = frozenset(VARIANTS) - {"plain"}
@@ -191,6 +201,7 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
     """
     out: dict[str, Any] = {"seeds": max((s.seeds for s in summaries.values()), default=0)}
     out["eval_town_unseen"] = all(s.eval_town_unseen for s in summaries.values())
+    out["towns"] = {name: status for summary in summaries.values() for name, status in summary.towns.items()}
     out["repeatable"] = {name: summary.repeatable for name, summary in summaries.items()}
     for name, summary in summaries.items():
         steps = summary.steps_to_rc80
@@ -412,6 +423,8 @@ def _print_report(report: dict[str, Any]) -> None:
     if report["not_finished"]:
         print(f"not finished (not counted): {', '.join(report['not_finished'])}")
     print(f"eval_town_unseen: {report['eval_town_unseen']}")
+    for name, status in (report.get("towns") or {}).items():
+        print(f"  {name}: {status}")
     not_repeatable = [name for name, repeats in report.get("repeatable", {}).items() if not repeats]
     if not_repeatable:
         print(f"not repeatable (an advisor went down for good during a run): {', '.join(not_repeatable)}")

@@ -211,7 +211,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     elif args.split == "other-towns" and overlap is None:
         print(
             f"note: cannot check that --data {args.data} is held out by town: the road networks of "
-            + ("--data" if not evaluated else "the checkpoint's training data") + " are not recorded",
+            + ("--data" if not evaluated else "the checkpoint's training data")
+            + " are not recorded, or not under the same network identity (collect it again)",
             file=sys.stderr,
         )
     if args.json:

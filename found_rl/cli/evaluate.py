@@ -3,6 +3,7 @@
 Example::
 
     found-rl eval --scenario scenarios/town_grid.yaml --agent expert --out results/expert.json
+    found-rl eval --suite scenarios/suites/unseen_towns.yaml --agent expert --out results/expert_suite
 """
 
 from __future__ import annotations
@@ -18,18 +19,29 @@ from found_rl.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--scenario", type=Path, help="scenario YAML (one town)")
+    where.add_argument("--suite", type=Path, help="evaluation suite YAML (several towns, scenarios/suites/)")
     parser.add_argument(
         "--routes", type=Path, help="leaderboard routes.xml (default: the scenario's route file)"
     )
     parser.add_argument(
         "--agent", required=True, help="expert | checkpoint:PATH | advisor:URL (an advisor server's base URL)"
     )
-    parser.add_argument("--repetitions", type=int, default=1, help="episodes per route, each freshly reset")
-    parser.add_argument("--seed", type=SEED, default=0, help="base seed; each episode's seed derives from it")
     parser.add_argument(
-        "--out", required=True, type=Path, help="results JSON (leaderboard layout); resumed if it exists"
+        "--repetitions", type=int, default=None,
+        help="episodes per route, each freshly reset under other traffic (default: 1; a suite's own number)",
     )
+    parser.add_argument("--seed", type=SEED, default=None,
+                        help="base seed; each episode's seed derives from it (default: 0; a suite's own seed)")
+    parser.add_argument(
+        "--out", required=True, type=Path,
+        help="results JSON (leaderboard layout); resumed if it exists. --suite: a folder (a results JSON per "
+        "town and suite.json)",
+    )
+    parser.add_argument("--routes-per-town", type=int_at_least(1), help="--suite: only each town's first N routes")
+    parser.add_argument("--workers", type=int_at_least(1),
+                        help="--suite: towns driven at once, each in its own process (default: the usable cores)")
     parser.add_argument("--video-dir", type=Path, help="write one annotated BEV video per route here")
     parser.add_argument("--video-format", choices=("gif", "mp4"), default="gif")
     parser.add_argument("--device", default="cpu", help="torch device for checkpoint agents")
@@ -70,11 +82,30 @@ def prepare_scenario(scenario_path: Path, routes_path: Path | None) -> Any:
     return scenario
 
 
+def check_video_dir(args: argparse.Namespace) -> None:
+    """``--video-dir`` is a folder path (or absent) and ``--video-format`` one this machine writes."""
+    from found_rl.evaluation.video import MP4_NEEDS, mp4_supported
+
+    if args.video_dir is not None:
+        check_output_dir(args.video_dir, "--video-dir")
+        if args.video_format == "mp4" and not mp4_supported():
+            raise UserError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.repetitions < 1:
+    if args.repetitions is not None and args.repetitions < 1:
         raise UserError(f"--repetitions must be >= 1, got {args.repetitions}")
     if not (math.isfinite(args.advisor_timeout) and args.advisor_timeout > 0):
         raise UserError(f"--advisor-timeout must be a finite number > 0 seconds, got {args.advisor_timeout}")
+    if args.suite is not None:
+        from found_rl.cli.evaluate_suite import run_suite
+
+        return run_suite(args)
+    for flag in ("routes_per_town", "workers"):
+        if getattr(args, flag) is not None:
+            raise UserError(f"--{flag.replace('_', '-')}: applies to --suite only")
+    args.repetitions = 1 if args.repetitions is None else args.repetitions
+    args.seed = 0 if args.seed is None else args.seed
 
     import gymnasium as gym
 
@@ -83,15 +114,12 @@ def run(args: argparse.Namespace) -> int:
     from found_rl.evaluation.report import print_summary
     from found_rl.evaluation.results import ResultsFile
     from found_rl.evaluation.runner import evaluate
-    from found_rl.evaluation.video import MP4_NEEDS, mp4_supported
+    from found_rl.maps import scenario_network
     from found_rl.routes import parse_routes
 
     parse_agent_spec(args.agent)
     check_output_file(args.out, "--out")
-    if args.video_dir is not None:
-        check_output_dir(args.video_dir, "--video-dir")
-        if args.video_format == "mp4" and not mp4_supported():
-            raise UserError(f"--video-format mp4: {MP4_NEEDS}; or use --video-format gif")
+    check_video_dir(args)
     scenario = prepare_scenario(args.scenario, args.routes)
     if args.carla_root is not None:
         from found_rl.sim.carla.server_process import find_carla_script
@@ -102,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     num_routes = len(parse_routes(scenario.routes.file, scenario.routes.town))
     identity = {
         "scenario": str(args.scenario.resolve()),
+        **({"network": scenario_network(scenario)} if scenario.backend == "sumo" else {}),
         "routes": str(Path(scenario.routes.file).resolve()),
         "agent": args.agent,
         "repetitions": args.repetitions,

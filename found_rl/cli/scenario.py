@@ -149,48 +149,72 @@ def _plan_routes(scenario, planner):
     return routes
 
 
-def _is_run_config(path: Path) -> bool:
+def _file_kind(path: Path) -> str:
+    """``run config``, ``suite`` or ``scenario`` (the default: load_scenario names any problem)."""
     import yaml
 
     from found_rl.train.config import is_run_config
 
     try:
-        return path.is_file() and is_run_config(yaml.safe_load(path.read_text(encoding="utf-8")))
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (yaml.YAMLError, UnicodeDecodeError):
-        return False  # load_scenario names the problem
+        return "scenario"
+    if is_run_config(data):
+        return "run config"
+    return "suite" if isinstance(data, dict) and "towns" in data and "map" not in data else "scenario"
 
 
 def run_check(args: argparse.Namespace) -> int:
-    import sys
-
     from found_rl.scenario import load_scenario
-    from found_rl.sim.sumo.world_checks import world_warnings
 
     for path in args.files:
-        if _is_run_config(path):  # a run config (the quickstart): its settings and every scenario it names
+        kind = _file_kind(path)
+        if kind == "run config":  # the quickstart: its settings and every scenario it names
+            from found_rl.evaluation.suite import load_suite
             from found_rl.train.config import load_run_config
 
             config = load_run_config(path)
-            towns = len(config.scenario) + len(config.evaluation.scenarios)
-            print(f"{path}: ok (a run config: {len(config.scenario)} training scenarios, "
-                  f"{len(config.evaluation.scenarios)} evaluation towns; {towns} scenario files checked)")
+            suite = len(load_suite(config.evaluation.suite).towns) if config.evaluation.suite is not None else 0
+            evaluated = len(config.evaluation.scenarios) + suite
+            print(f"{path}: ok (a run config: {len(config.scenario)} training scenarios, {evaluated} evaluation "
+                  f"towns; {len(config.scenario) + evaluated} scenario files checked)")
+            continue
+        if kind == "suite":  # an evaluation suite: every town's scenario
+            from found_rl.evaluation.suite import load_suite
+
+            suite = load_suite(path)
+            for town in suite.towns if not args.schema_only else ():
+                _check_world(town.scenario_path, town.scenario)
+            kinds = ", ".join(dict.fromkeys(town.kind for town in suite.towns))
+            print(f"{path}: ok (a suite: {len(suite.towns)} towns ({kinds}), {suite.repetitions} repetition(s) "
+                  "per route)")
             continue
         scenario = load_scenario(path)
-        if not args.schema_only and scenario.backend == "sumo":
-            scenario, net_path, net, planner = _world(path)
-            _plan_routes(scenario, planner)
-            # Warnings, not errors: the scenario runs, with less than it asks for.
-            for line in world_warnings(scenario, net_path, net):
-                print(f"{path}: warning: {line}", file=sys.stderr)
+        if not args.schema_only:
+            _check_world(path, scenario)
         print(f"{path}: ok")
     return 0
+
+
+def _check_world(path: Path, scenario: Scenario) -> None:
+    """Build a SUMO scenario's network and plan its routes; warn where it runs with less than it asks."""
+    import sys
+
+    from found_rl.sim.sumo.world_checks import world_warnings
+
+    if scenario.backend != "sumo":
+        return
+    scenario, net_path, net, planner = _world(path)
+    _plan_routes(scenario, planner)
+    for line in world_warnings(scenario, net_path, net):
+        print(f"{path}: warning: {line}", file=sys.stderr)
 
 
 def run_show(args: argparse.Namespace) -> int:
     import numpy as np
 
     from found_rl.actions import RoadOption
-    from found_rl.maps import load_map_geometry
+    from found_rl.maps import load_map_geometry, network_identity
     from found_rl.maps.opendrive import ImportReport
     from found_rl.sim.sumo.traffic import walker_capacity
     from found_rl.sim.sumo.world_checks import world_warnings
@@ -202,9 +226,8 @@ def run_show(args: argparse.Namespace) -> int:
     lights = net.getTrafficLights()
     print(f"scenario   {args.file}  ({scenario.description or 'no description'})")
     print(f"network    {net_path}")
-    print(
-        f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m, id {geometry.map_id}"
-    )
+    print(f"identity   {network_identity(net_path)}  (the same roads under any spec have the same identity)")
+    print(f"map        {max_x - min_x:.0f} m x {max_y - min_y:.0f} m")
     print(
         f"lanes      {sum(not lane.is_junction for lane in lanes)} road lanes, "
         f"{sum(lane.is_junction for lane in lanes)} junction lanes"

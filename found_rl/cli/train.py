@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  resume:   found-rl train --resume {folder.root}")
     print(f"  curves:   found-rl plot {folder.root} --out {folder.root / 'curve.png'}")
     for item in result.evaluation_sets:
-        seen = "seen" if not item.unseen else "unseen"
+        seen = f"seen: {', '.join(item.seen_by)}" if not item.unseen else "unseen"
         print(f"  evaluate on {item.name.removesuffix(' (seen)')} ({seen}): found-rl eval --scenario {item.scenario} "
               f"--routes {item.routes_path} --agent checkpoint:{folder.final_policy} "
               f"--out {folder.root / ('eval_' + item.routes_path.stem + '.json')}")

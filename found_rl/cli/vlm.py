@@ -283,7 +283,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(
             f"note: cannot check that --data {' '.join(map(str, args.data))} is held out by town: the road networks of "
             + ("--data" if not any(e.network for e in examples) else "the model's training data")
-            + " are not recorded",
+            + " are not recorded, or not under the same network identity (collect it again)",
             file=sys.stderr,
         )
     if args.json:

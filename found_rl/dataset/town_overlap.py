@@ -3,7 +3,9 @@
 A sample's ``meta["town"]`` is a readable name and ``meta["network"]`` a content hash of the
 road network; two datasets share a town when they share a network hash, whatever the names
 say (a renamed copy of a town is still the same town). Older datasets record neither: their
-samples are in the town :data:`UNKNOWN_TOWN` and take no part in an overlap check.
+samples are in the town :data:`UNKNOWN_TOWN` and take no part in an overlap check. Datasets that
+recorded another definition of the hash (the file-byte hashes of older versions) cannot be
+compared with today's identities (:mod:`found_rl.maps.identity`): the overlap is then unknown.
 """
 
 from __future__ import annotations
@@ -32,8 +34,16 @@ def networks_of(samples: Iterable[HasTown]) -> dict[str, str]:
     return {s.network: town_name(s) for s in samples if s.network is not None}
 
 
-def towns_overlap(evaluated: Mapping[str, str], training: Mapping[str, str]) -> list[dict[str, str]]:
-    """The networks both datasets cover, as ``{"network", "town", "training_town"}``, sorted by town."""
+def towns_overlap(evaluated: Mapping[str, str], training: Mapping[str, str]) -> list[dict[str, str]] | None:
+    """The networks both datasets cover, as ``{"network", "town", "training_town"}``, sorted by town.
+
+    ``None`` when the two sides recorded their networks under different hash definitions, so
+    that an empty overlap would not mean different towns.
+    """
+    from found_rl.maps.identity import comparable
+
+    if any(not comparable(a, b) for a in evaluated for b in training):
+        return None
     shared = sorted(set(evaluated) & set(training), key=lambda network: (evaluated[network], network))
     return [{"network": n, "town": evaluated[n], "training_town": training[n]} for n in shared]
 

@@ -2,9 +2,10 @@
 
 A sample records its town so that a model trained on several towns can be scored per town,
 and a town never driven in training can be told apart from one that was: ``town`` is the
-scenario file's stem (readable), ``network`` the content hash of its compiled road network
-(the ``map_id``; the same map under two file names is the same network), or the CARLA town's
-name for a ``map.town`` scenario, whose network lives in the server.
+scenario file's stem (readable), ``network`` the identity of its built road network
+(:func:`found_rl.maps.identity.scenario_network`: the same roads under two specs or file names
+are the same network), or the CARLA town's name for a ``map.town`` scenario, whose network
+lives in the server.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Town:
 
     Attributes:
         name: the scenario file's stem (``small_grid``).
-        network: content hash of the compiled road network, or the CARLA town's name.
+        network: identity of the built road network (``roads-v1:...``), or ``carla-town:NAME``.
         scenario: the validated scenario.
     """
 
@@ -51,12 +52,10 @@ def load_town(path: Path, scenario: Scenario) -> Town:
     """
     if scenario.backend == "carla":
         _check_carla_server(path)
-    if scenario.map.town is not None:
-        return Town(path.stem, scenario.map.town, scenario)
-    from found_rl.maps import build_network, network_hash
+    from found_rl.maps import scenario_network
 
     try:
-        network = network_hash(build_network(scenario.map))
+        network = scenario_network(scenario)
     except UserError as exc:
         raise UserError(f"--scenario {path}: {exc}") from None
     return Town(path.stem, network, scenario)

@@ -7,7 +7,8 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
-from found_rl.evaluation.results import ResultsFile
+from found_rl.evaluation.intervals import bootstrap_interval
+from found_rl.evaluation.results import ResultsFile, scores_by_route
 from found_rl.events import InfractionKind
 from found_rl.tables import print_table
 
@@ -21,7 +22,8 @@ _RATE_COLUMNS = (
 
 
 def print_summary(results: ResultsFile, console: Console | None = None) -> None:
-    """One row per record and a mean row: DS, RC, IP in %, status, infractions, simulated and wall time."""
+    """One row per record, a mean row (DS, RC, IP in %, status, infractions, simulated and wall time)
+    and the 95 % bootstrap interval of DS and RC over routes and repetitions."""
     table = Table(title=f"{results.path}  ({len(results.records)}/{results.total} episodes)")
     for name in ("route", "status", "DS %", "RC %", "IP %", "infractions", "sim time s", "wall time s"):
         table.add_column(name, justify="right" if name.endswith(("%", " s")) else "left")
@@ -53,4 +55,9 @@ def print_summary(results: ResultsFile, console: Console | None = None) -> None:
         f"{statistics.fmean(sim_s):.0f}" if sim_s else "",
         f"{statistics.fmean(wall_s):.1f}" if wall_s else "",
     )
+    if results.records:
+        ds, rc = (bootstrap_interval([scores_by_route(results.records, key)])
+                  for key in ("score_composed", "score_route"))
+        table.add_row("95% CI", "", f"[{100 * ds.low:.1f}, {100 * ds.high:.1f}]",
+                      f"[{100 * rc.low:.1f}, {100 * rc.high:.1f}]", "", "", "", "")
     print_table(table, console)

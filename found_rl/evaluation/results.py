@@ -132,6 +132,15 @@ def scores_of_record(record: Mapping[str, Any]) -> tuple[RouteScores, dict[Infra
     return route_scores, counts
 
 
+def scores_by_route(records: list[dict[str, Any]], key: str = "score_composed") -> list[list[float]]:
+    """Per route, in record order, the fractions its repetitions scored under ``key`` of ``scores``
+    (``score_composed``: DS, ``score_route``: RC); the input of a bootstrap interval."""
+    routes: dict[str, list[float]] = {}
+    for record in sorted(records, key=lambda r: r["index"]):
+        routes.setdefault(str(record["meta"]["route_name"]), []).append(float(record["scores"][key]) / 100.0)
+    return list(routes.values())
+
+
 def build_global_record(records: list[dict[str, Any]]) -> tuple[dict[str, Any], GlobalScores]:
     """The leaderboard ``global_record`` over ``records`` (index and route_id -1)."""
     pairs = [scores_of_record(record) for record in records]

@@ -158,7 +158,7 @@ def build_network(config: MapConfig) -> Path:
             {"tool": "netgenerate", "args": args, "sumo": sumo_version()}, generate
         )
     path = Path(config.file)
-    if path.name.endswith(".net.xml"):
+    if path.name.endswith((".net.xml", ".net.xml.gz")):  # a compiled network (SUMO reads gzip itself)
         return path
     return _import_opendrive(path, tuple(config.netconvert_options))
 

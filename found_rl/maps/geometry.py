@@ -24,7 +24,8 @@ VEHICLE_CLASS = "passenger"
 
 
 def network_hash(net_path: Path) -> str:
-    """Content hash of a compiled network: the ``map_id``."""
+    """Hash of a compiled network file's bytes: the ``map_id``, a cache key for what is derived
+    from the file (geometry, BEV rasters). A town's identity is :func:`found_rl.maps.identity.network_identity`."""
     return hashlib.sha256(Path(net_path).read_bytes()).hexdigest()[:20]
 
 

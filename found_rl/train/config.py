@@ -250,9 +250,10 @@ class EvaluationConfig(_Strict):
     """Closed-loop evaluation with leaderboard metrics: before training, every
     ``every_env_steps``, and at the end.
 
-    The headline is the evaluation towns (``scenarios``) that no training scenario shares a map
-    with; towns the policy trained on, and the held-out routes of the first training town
-    (``seen``), are reported apart and labelled as seen (ARCHITECTURE §9).
+    The headline is the evaluation towns (``scenarios`` and the ``suite``'s) whose road network
+    no training scenario and no dataset the advisor learned from drove; towns the policy trained
+    on, and the held-out routes of the first training town (``seen``), are reported apart and
+    labelled as seen (ARCHITECTURE §9).
     """
 
     enabled: bool = True
@@ -260,6 +261,11 @@ class EvaluationConfig(_Strict):
     scenarios: PathList = Field(
         default_factory=list, description="evaluation towns: their route files, or `routes` random routes each"
     )
+    suite: Path | None = Field(None, description="an evaluation suite file (scenarios/suites/): its towns too")
+    routes_per_town: int | None = Field(
+        None, ge=1, description="suite towns: only the first this many routes of each town's route file (all: null)"
+    )
+    repetitions: int = Field(1, ge=1, le=100, description="episodes per evaluation route, each under other traffic")
     seen: bool = Field(True, description="also drive held-out routes of the first training town (reported as seen)")
     routes: int = Field(5, ge=1, description="routes drawn where a town has random routes (held-out seeds)")
     held_out: list[int] | None = Field(
@@ -277,8 +283,11 @@ class EvaluationConfig(_Strict):
 
     @model_validator(mode="after")
     def _something_to_drive(self) -> EvaluationConfig:
-        if self.enabled and not self.seen and not self.scenarios:
-            raise ValueError("seen is false and scenarios is empty: nothing to evaluate on (or set enabled: false)")
+        if self.enabled and not self.seen and not self.scenarios and self.suite is None:
+            raise ValueError("seen is false, scenarios is empty and there is no suite: nothing to evaluate on "
+                             "(or set enabled: false)")
+        if self.routes_per_town is not None and self.suite is None:
+            raise ValueError("routes_per_town limits the routes of suite towns; set suite too")
         return self
 
 
@@ -450,8 +459,9 @@ def validate_run_config(data: Any, source: str, base_dir: Path) -> RunConfig:
         raise UserError(f"{source}: expected a mapping of run settings, got {type(data).__name__}")
     data = {**data, "scenario": _resolved(data.get("scenario"), base_dir)}
     evaluation = data.get("evaluation")
-    if isinstance(evaluation, dict) and "scenarios" in evaluation:
-        data["evaluation"] = {**evaluation, "scenarios": _resolved(evaluation["scenarios"], base_dir)}
+    for key in ("scenarios", "suite"):
+        if isinstance(evaluation, dict) and evaluation.get(key) is not None:
+            evaluation = data["evaluation"] = {**evaluation, key: _resolved(evaluation[key], base_dir)}
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -480,6 +490,12 @@ def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig
             if not scenario.is_file():
                 raise FileNotFoundError(f"{source}: {field}[{index}]: {scenario}: no such scenario file")
             load_scenario(scenario)
+    if config.evaluation.suite is not None:
+        from found_rl.evaluation.suite import load_suite
+
+        if not config.evaluation.suite.is_file():
+            raise FileNotFoundError(f"{source}: evaluation.suite: {config.evaluation.suite}: no such suite file")
+        load_suite(config.evaluation.suite)
     return config
 
 

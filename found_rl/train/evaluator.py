@@ -31,14 +31,15 @@ _REPLY_TIMEOUT_S = 3600.0
 
 
 def prepare_eval_routes(
-    scenario: Scenario, count: int, held_out: list[int] | None, seed: int, out: Path, *, hold_out: bool = True
+    scenario: Scenario, count: int, held_out: list[int] | None, seed: int, out: Path, *, hold_out: bool = True,
+    limit: int | None = None,
 ) -> list[int] | None:
     """Write the evaluation routes to ``out``; return the training route indices.
 
     A route-file scenario gives its held-out routes (``held_out``, default the last ``count``),
-    or with ``hold_out=False`` (a town only evaluated on) all of them; only the routes of
-    ``routes.town`` count when the scenario names one. A random-route scenario gives ``count``
-    routes drawn with the held-out ``seed``.
+    or with ``hold_out=False`` (a town only evaluated on) all of them, or the first ``limit``;
+    only the routes of ``routes.town`` count when the scenario names one. A random-route
+    scenario gives ``count`` routes drawn with the held-out ``seed``.
 
     Returns:
         The route indices training may draw from, or ``None`` for a random-route scenario (its
@@ -53,7 +54,7 @@ def prepare_eval_routes(
     if scenario.routes.file is not None:
         routes = parse_routes(scenario.routes.file, scenario.routes.town)
         if not hold_out:
-            _write_once(out, routes)
+            _write_once(out, routes[:limit])
             return None
         if held_out is None and len(routes) < 2:
             raise UserError(
@@ -123,10 +124,14 @@ class EvaluationResult:
     infractions_per_km: dict[str, float]
     results_path: str
     video_path: str | None
+    driving_scores: tuple[tuple[float, ...], ...] = ()
+    """per route, its repetitions' driving scores (the input of a bootstrap interval)"""
+    route_completions: tuple[tuple[float, ...], ...] = ()
+    """per route, its repetitions' route completions"""
 
 
 def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: int, bev_pool: int,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, repetitions: int = 1) -> None:
     """The evaluation process: one env, commands from the trainer until it says stop (or dies)."""
     from fast_sampler.executors.process_worker import die_with_parent
 
@@ -139,7 +144,7 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
     from found_rl.bev import BevConfig
     from found_rl.env import DrivingEnv
     from found_rl.evaluation.agents import CheckpointAgent, make_agent
-    from found_rl.evaluation.results import ResultsFile
+    from found_rl.evaluation.results import ResultsFile, scores_by_route
     from found_rl.evaluation.runner import evaluate
     from found_rl.routes import parse_routes
 
@@ -167,11 +172,12 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
                 env.set_observation(agent.observation)  # the references read no BEV: none is rendered
                 if isinstance(agent, CheckpointAgent):
                     agent.check_observation_space(env.observation_space)
-                identity = {"routes": routes_path, "agent": payload["label"], "seed": seed, **payload["identity"]}
-                results = ResultsFile(payload["results_path"], identity, total=num_routes)
+                identity = {"routes": routes_path, "agent": payload["label"], "seed": seed,
+                            "repetitions": repetitions, **payload["identity"]}
+                results = ResultsFile(payload["results_path"], identity, total=num_routes * repetitions)
                 video_dir = Path(payload["video_dir"]) if payload.get("video_dir") else None
                 scores = evaluate(
-                    env, agent, results, num_routes=num_routes, repetitions=1, seed=seed,
+                    env, agent, results, num_routes=num_routes, repetitions=repetitions, seed=seed,
                     video_dir=video_dir, show_progress=False, video_episodes=1,
                 )
                 video = sorted(video_dir.glob("0000_*.gif")) if video_dir is not None else []
@@ -183,6 +189,8 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
                     infractions_per_km={kind.value: rate for kind, rate in scores.infractions_per_km.items()},
                     results_path=payload["results_path"],
                     video_path=str(video[0]) if video else None,
+                    driving_scores=tuple(map(tuple, scores_by_route(results.records, "score_composed"))),
+                    route_completions=tuple(map(tuple, scores_by_route(results.records, "score_route"))),
                 )))
             except Exception as exc:
                 conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
@@ -199,14 +207,16 @@ class EvaluationWorker:
         seed: seed of every evaluation episode (the same episodes every time).
         bev_pool: the BEV max-pooling the trained policy reads (``BevConfig.pool``).
         placement: the worker's priority and CPUs beside the trainer (``None``: the trainer's).
+        repetitions: episodes per route, each under other traffic.
     """
 
     def __init__(self, scenario_path: Path, routes_path: Path, seed: int, bev_pool: int = 2, *,
-                 placement: Placement | None = None) -> None:
+                 placement: Placement | None = None, repetitions: int = 1) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, args=(child, str(scenario_path), str(routes_path), seed, bev_pool, placement),
+            target=_worker_main,
+            args=(child, str(scenario_path), str(routes_path), seed, bev_pool, placement, repetitions),
             name="found-rl-eval", daemon=True,
         )
         self.process.start()

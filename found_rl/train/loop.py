@@ -160,6 +160,7 @@ class Trainer:
         self.references: dict[str, dict[str, Any]] = {}
         self.stop = StopRequests()
         self._pending_evaluation: PendingEvaluation | None = None
+        self._evaluation_started = 0.0
 
     @property
     def learner(self) -> Any:
@@ -202,6 +203,8 @@ class Trainer:
             state = None
             folder.create(config)
         plan = plan_evaluation_sets(config, folder.eval_routes) if config.evaluation.enabled else NO_EVALUATION
+        if plan.sets:
+            folder.write_towns(plan.towns_record())
         wants = self._wants()
         want_actions, want_clip = wants.actions, wants.clip
         resources = config.resources
@@ -482,6 +485,7 @@ class Trainer:
         self.evaluator.start(f"checkpoint:{pending.snapshot}", "policy", folder.evaluations / f"eval_{step:010d}",
                              video_dir, {"env_steps": step, "mark": pending.row["mark"]})
         self._pending_evaluation = pending
+        self._evaluation_started = time.perf_counter()
 
     def _poll_evaluation(self) -> None:
         """Write the running evaluation's row once its result is in (never waits)."""
@@ -496,7 +500,8 @@ class Trainer:
         with self.stop.at_once(), self.timers.measure("evaluation"):
             scores = self.evaluator.finish()
         self._pending_evaluation = None
-        row = {**pending.row, **scores}
+        # how long the workers took, start to result (for sizing evaluation.routes_per_town)
+        row = {**pending.row, **scores, "evaluation_wall_s": time.perf_counter() - self._evaluation_started}
         append_jsonl(self.folder.evaluations_jsonl, row)
         Path(pending.snapshot).unlink(missing_ok=True)
         self.last_evaluation = row

@@ -6,6 +6,8 @@
       config.yaml            resolved run config (every default filled in)
       eval_routes/           the routes of each evaluation town (leaderboard layout): NAME.xml for
                              a town training never drove, seen_NAME.xml for one it did
+      towns.json             each evaluation town's road network (its identity), whether it is unseen,
+                             what drove it (training scenarios, the advisor's data), and the advisor's towns
       references.json        the reference policies' scores on those routes
       evaluations.jsonl      one line per evaluation: mark, env_steps, route_completion,
                              driving_score, eval_town_unseen, towns, seen, ...
@@ -51,6 +53,14 @@ class RunFolder:
         return self.root / "references.json"
 
     @property
+    def towns(self) -> Path:
+        return self.root / "towns.json"
+
+    def write_towns(self, record: dict[str, Any]) -> None:
+        """Record the evaluation towns' networks and which of them are unseen (``EvaluationPlan.towns_record``)."""
+        _write_json(self.towns, record)
+
+    @property
     def evaluations_jsonl(self) -> Path:
         return self.root / "evaluations.jsonl"
 
@@ -85,8 +95,7 @@ class RunFolder:
     def write_finished(self, record: dict[str, Any]) -> None:
         """Record that the run used up its budget (the only proof a run is complete: a stopped
         run leaves ``policy.pt`` too)."""
-        with replaced_atomically(self.finished) as tmp:
-            tmp.write_text(json.dumps(record, indent=2))
+        _write_json(self.finished, record)
 
     def finished_record(self) -> dict[str, Any] | None:
         """The record of a run that used up its budget, or ``None`` (running, stopped, or resumed since).
@@ -114,8 +123,7 @@ class RunFolder:
 
     def write_label_probe(self, record: dict[str, Any]) -> None:
         """What the start-up probe of ``advisor.label_rate: auto`` measured and chose."""
-        with replaced_atomically(self.label_probe) as tmp:
-            tmp.write_text(json.dumps(record, indent=2))
+        _write_json(self.label_probe, record)
 
     def create(self, config: RunConfig) -> None:
         """Make a new run folder holding ``config``.
@@ -186,6 +194,11 @@ class RunFolder:
         """Store the (budget-extended) config of a resumed run."""
         with replaced_atomically(self.config) as tmp:
             tmp.write_text(yaml.safe_dump(config.to_yaml_dict(), sort_keys=False))
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=2))
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

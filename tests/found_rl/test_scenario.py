@@ -25,7 +25,7 @@ def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
 @pytest.mark.parametrize(
     "name",
     ["small_grid.yaml", "small_spider.yaml", "small_random.yaml", "heldout_town.yaml", "town_grid.yaml",
-     "town_spider.yaml"],
+     "town_spider.yaml", "spider_town.yaml", "random_town.yaml", "ingolstadt.yaml", "braunschweig.yaml"],
 )
 def test_shipped_scenarios_are_valid(name):
     scenario = load_scenario(SCENARIOS / name)
@@ -116,13 +116,34 @@ def test_map_needs_exactly_one_source(tmp_path):
         ),
         (
             "map: {file: town.osm}\nroutes: {random_length_m: 100}\n",
-            "map.file: expected a .net.xml or .xodr file",
+            "map.file: expected a .net.xml, .net.xml.gz or .xodr file",
+        ),
+        (
+            "map: {file: package://sumo/tools/game/no_such.net.xml}\nroutes: {random_length_m: 100}\n",
+            r"s.yaml: map.file: package://sumo/tools/game/no_such.net.xml: the installed package sumo "
+            r"\(eclipse-sumo [^)]+\) at .* has no file tools/game/no_such.net.xml",
+        ),
+        (
+            "map: {file: package://no_such_package/town.net.xml}\nroutes: {random_length_m: 100}\n",
+            "map.file: package://no_such_package/town.net.xml: no installed Python package 'no_such_package'",
+        ),
+        (
+            "map: {file: package://sumo}\nroutes: {random_length_m: 100}\n",
+            "map.file: 'package://sumo': expected package://PACKAGE/PATH",
         ),
     ],
 )
 def test_missing_or_wrong_files_are_named(tmp_path, text, expected):
     with pytest.raises(ValueError, match=expected):
         load_scenario(write(tmp_path, text))
+
+
+def test_a_package_file_resolves_inside_the_installed_package(tmp_path):
+    import sumo
+
+    text = "map: {file: package://sumo/tools/game/fkk_in/ingolstadt.net.xml.gz}\nroutes: {random_length_m: 100}\n"
+    scenario = load_scenario(write(tmp_path, text))
+    assert scenario.map.file == (Path(sumo.__file__).parent / "tools/game/fkk_in/ingolstadt.net.xml.gz").resolve()
 
 
 def test_malformed_yaml_names_the_file_and_line_in_one_line(tmp_path):

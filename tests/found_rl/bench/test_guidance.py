@@ -53,6 +53,12 @@ def test_guided_variants_must_end_above_constant_throttle_on_both_scores():
     assert report["eval_town_unseen"] is False and report["seeds"] == 1  # rows without the flag: seen
 
 
+def test_a_seen_town_is_reported_with_what_drove_it():
+    seen = {"route_completion": 0.9, "driving_score": 0.9, "unseen": False, "seen_by": ["advisor data: grid"]}
+    summary = summarise("guided", [[{**row, "towns": {"grid (seen)": seen}} for row in rows((0, 0.0), (100, 0.9))]])
+    assert verdict({"guided": summary}, 100, {})["towns"] == {"grid (seen)": "seen: advisor data: grid"}
+
+
 def test_variants_turn_into_run_config_overrides():
     assert "advisor=none" in variant_overrides("plain", 0, None)
     noisy = variant_overrides("noisy", 2, None)
@@ -185,6 +191,7 @@ def test_an_interrupted_run_is_not_counted_but_resumed_and_unequal_seeds_are_ref
     assert report["marks"] == [0, 1000, 2000, 3000, 4000] and report["budget"] == BUDGET
     assert report["steps_to_rc80_guided"] == 2000 and report["steps_to_rc80_plain"] == BUDGET
     assert report["guided_target_met"]
+    assert report["towns"] == {"heldout_town": "unseen"}  # the report says which town was unseen
     runs = {Path(run["run_dir"]).name: run for run in report["runs"]}
     # what the report says about a run comes from its own config.yaml, not the benchmark's flags
     assert runs["guided-s0"]["label_rate"] == 0.25 and runs["guided-s1"]["label_rate"] == "auto"

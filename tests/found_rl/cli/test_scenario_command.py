@@ -21,7 +21,8 @@ def test_check_accepts_the_shipped_scenarios(capsys):
     files = [
         str(SCENARIOS / name)
         for name in ("small_grid.yaml", "small_spider.yaml", "small_random.yaml", "heldout_town.yaml",
-                     "town_grid.yaml", "town_spider.yaml", "opendrive_crossroads.yaml")
+                     "town_grid.yaml", "town_spider.yaml", "opendrive_crossroads.yaml", "spider_town.yaml",
+                     "random_town.yaml", "ingolstadt.yaml", "braunschweig.yaml")
     ]
     assert cli.main(["scenario", "check", "--schema-only", *files]) == 0
     assert capsys.readouterr().out.count(": ok") == len(files)

@@ -9,7 +9,7 @@ import pytest
 from found_rl.cli import expert as expert_cli
 from found_rl.dataset import iter_samples, read_manifest
 from found_rl.dataset.towns import Segment, plan_segments
-from found_rl.maps import build_network, network_hash
+from found_rl.maps import scenario_network
 from found_rl.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +25,7 @@ def run_expert(argv: list[str]) -> int:
 
 
 def network_of(path: Path) -> str:
-    return network_hash(build_network(load_scenario(path).map))
+    return scenario_network(load_scenario(path))
 
 
 @pytest.mark.parametrize(

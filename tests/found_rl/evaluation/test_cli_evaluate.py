@@ -111,3 +111,35 @@ def test_bad_repetitions_is_refused(tmp_path, eval_args, run_command):
         run_command(
             MODULE, [*eval_args, "--agent", "expert", "--repetitions", "0", "--out", str(tmp_path / "r.json")]
         )
+
+
+def test_a_suite_is_driven_town_by_town_with_intervals_and_resumes(tmp_path, tiny_town, run_command):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"towns:\n  - {{scenario: {tiny_town}, kind: grid}}\nrepetitions: 2\n")
+    out = tmp_path / "suite_out"
+    argv = ["--suite", str(suite), "--agent", "expert", "--out", str(out), "--workers", "1", "--no-progress"]
+    assert run_command(MODULE, argv) == 0
+    report = json.loads((out / "suite.json").read_text())
+    (town,) = report["towns"]
+    assert (town["name"], town["kind"], town["routes"], town["episodes"]) == ("tiny_town", "grid", 1, 2)
+    assert town["network"].startswith("roads-v1:")
+    ds = town["driving_score"]
+    assert ds["low"] <= ds["mean"] <= ds["high"] and ds["mean"] > 0.9
+    assert report["suite"]["driving_score"] == ds and report["repetitions"] == 2
+    records = json.loads((out / "tiny_town.json").read_text())["_checkpoint"]["records"]
+    assert [r["route_id"] for r in records] == ["RouteScenario_0_rep0", "RouteScenario_0_rep1"]
+
+    started = time.perf_counter()
+    assert run_command(MODULE, argv) == 0  # resume: nothing left to drive
+    assert json.loads((out / "suite.json").read_text())["suite"] == report["suite"]
+    assert time.perf_counter() - started < 30
+
+
+def test_suite_only_flags_are_refused_where_they_do_not_apply(tmp_path, tiny_town, run_command):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"towns:\n  - {{scenario: {tiny_town}}}\n")
+    with pytest.raises(ValueError, match="--routes: applies to --scenario only"):
+        run_command(MODULE, ["--suite", str(suite), "--routes", "r.xml", "--agent", "expert", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--routes-per-town: applies to --suite only"):
+        run_command(MODULE, ["--scenario", str(tiny_town), "--routes-per-town", "1", "--agent", "expert",
+                             "--out", str(tmp_path / "r.json")])

@@ -53,6 +53,13 @@ def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_polic
         assert results["entry_status"] == "Finished" and len(results["_checkpoint"]["records"]) == 1
     assert list((run_dir / "videos").glob("eval_*/0000_*.gif"))
     assert set(json.loads((run_dir / "references.json").read_text())) == {"still"}
+    towns = json.loads((run_dir / "towns.json").read_text())  # the evaluation town's roads and why it is seen
+    assert towns["sets"][0]["network"].startswith("roads-v1:") and towns["sets"][0]["seen_by"] == [
+        "training: tiny_random.yaml"]
+    assert towns["advisor_towns"] == "none: the fixed-cost advisor learned from no town"
+    for row in rows:  # each score with its 95 % interval, and how long the evaluation took
+        assert row["driving_score_ci"][0] <= row["driving_score"] <= row["driving_score_ci"][1]
+        assert row["evaluation_wall_s"] > 0
     policy = load_policy(run_dir / "policy.pt")  # what `found-rl eval --agent checkpoint:` loads
     assert policy.spec.obs.bev_shape == (15, 48, 48)  # the cpu preset's BEV (network: auto on a CPU)
     assert policy.act({"bev": np.zeros((15, 48, 48), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)

@@ -17,7 +17,7 @@ from .conftest import train_command
 
 pytestmark = pytest.mark.xdist_group("guided_runs")  # one worker builds the module's runs once
 
-IGNORED = {"wall_s"}  # wall time differs, by nature
+IGNORED = {"wall_s", "evaluation_wall_s"}  # wall time differs, by nature
 
 
 def assert_same(a, b, path: str = "") -> None:
@@ -86,7 +86,7 @@ GUIDED = ("--set", "advisor.spawn=hf", "--set", "advisor.label_mode=repeatable",
           "--set", "evaluation.every_env_steps=100", "--set", "evaluation.routes=1",
           "--set", "evaluation.references=[still]", "--set", "evaluation.video=false")
 """A served advisor VLM (``vlm init --preset tiny``, nothing privileged) labels half the observations."""
-WALL_CLOCK = {"wall_s", "results", "video"}  # timings, and paths inside each run's own folder
+WALL_CLOCK = {"wall_s", "evaluation_wall_s", "results", "video"}  # timings, and paths inside each run's own folder
 
 
 def evaluation_rows(run_dir):
