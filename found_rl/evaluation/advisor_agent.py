@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from found_rl.dataset.text import prompt_speed_mps
 from found_rl.errors import UserError
-from found_rl.expert import ExpertObserver
+from found_rl.expert import ExpertObservation, ExpertObserver
 from found_rl.world import WorldSnapshot
 
 if TYPE_CHECKING:
@@ -93,7 +93,8 @@ class AdvisorAgent:
         """Keep up with a step someone else drives (route progress, BEV history) without asking the advisor."""
         self._observe(snapshot)
 
-    def _observe(self, snapshot: WorldSnapshot) -> Any:
+    def _observe(self, snapshot: WorldSnapshot) -> ExpertObservation:
+        """Advance route progress and the BEV history by one step; the expert's view of it."""
         from found_rl.bev import BevRenderer
 
         if self.renderer is None:
