@@ -57,7 +57,19 @@ TERM_NEEDS = {
 """Why a learner may lack a term: the reason a refused run config is given"""
 
 
-class Vmr(_Strict):
+class _Decaying(_Strict):
+    """A term whose coefficient decays between its ``decay_start_steps`` and ``decay_end_steps``
+    (declared by the term, with its own defaults)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Decaying:
+        start, end = self.decay_start_steps, self.decay_end_steps  # declared by the term
+        if end < start:
+            raise ValueError(f"decay_end_steps ({end}) must be >= decay_start_steps ({start})")
+        return self
+
+
+class Vmr(_Decaying):
     """Value-Margin Regularisation (METHOD §1): the critics' margin for the advisor action.
 
     The coefficient λ(t) is 1 up to ``decay_start_steps`` and falls linearly to 0 at
@@ -72,13 +84,6 @@ class Vmr(_Strict):
     decay_start_steps: int = Field(50_000, ge=0, description="λ(t) = 1 up to this env step")
     decay_end_steps: int = Field(150_000, ge=0, description="λ(t) reaches 0 at this env step")
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Vmr:
-        if self.decay_end_steps < self.decay_start_steps:
-            raise ValueError(
-                f"decay_end_steps ({self.decay_end_steps}) must be >= decay_start_steps ({self.decay_start_steps})"
-            )
-        return self
 
 
 class Awag(_Strict):
@@ -101,7 +106,7 @@ class ClipBonus(_Strict):
     enabled: bool = False
 
 
-class AdvisorBc(_Strict):
+class AdvisorBc(_Decaying):
     """PPO's advisor term (docs/method.md §6): an advantage-gated log-likelihood of the advisor
     action, its coefficient c(t) = c₀ until ``decay_start_steps``, linear to 0 at ``decay_end_steps``."""
 
@@ -114,13 +119,6 @@ class AdvisorBc(_Strict):
         "advantage is < 0 and the advisor chose differently; 'none': every labelled sample",
     )
 
-    @model_validator(mode="after")
-    def _ordered(self) -> AdvisorBc:
-        if self.decay_end_steps < self.decay_start_steps:
-            raise ValueError(
-                f"decay_end_steps ({self.decay_end_steps}) must be >= decay_start_steps ({self.decay_start_steps})"
-            )
-        return self
 
 
 class Guidance(_Strict):

@@ -291,13 +291,13 @@ class RunConfig(_Strict):
         if not isinstance(data, dict):
             return data
         try:
-            defaults = learner_entry(data.get("algorithm", "sac")).guidance_defaults()
+            defaults = learner_entry(data.get("algorithm", cls.model_fields["algorithm"].default)).guidance_defaults()
         except ValueError:
             return data  # the algorithm field names the problem
-        guidance = data.get("guidance")
-        if not defaults or not isinstance(guidance, (dict, Guidance, type(None))):
-            return data
-        given = _fields_set(guidance) if guidance is not None else {}
+        guidance = data.get("guidance", {})
+        if not defaults or not isinstance(guidance, (dict, Guidance)):
+            return data  # nothing to fill, or the guidance field names the problem
+        given = _fields_set(guidance)
         for name, settings in defaults.items():
             user = given.get(name, {})
             if isinstance(user, (dict, BaseModel)):  # anything else: the field names the problem
