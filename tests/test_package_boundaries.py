@@ -33,8 +33,8 @@ LEVELS: dict[str, int] = {
     "routes": 2,
     "world": 1,
     **dict.fromkeys(
-        (ROOT_UNIT, "actions", "atomic", "boxes", "devices", "errors", "events", "jit", "metrics", "package_files",
-         "scenario", "tables"),
+        (ROOT_UNIT, "actions", "atomic", "boxes", "devices", "errors", "events", "guidance_settings", "jit", "metrics",
+         "package_files", "scenario", "tables"),
         0,
     ),
 }

@@ -1,8 +1,10 @@
 """Validation shared by the learners' config dataclasses: one message shape, naming the field.
 
 Every learner config refuses, naming ``<Config>.<field>``: a float that is NaN or infinite, a
-value outside its range, a schedule whose end lies before its start, and a guidance term its
-algorithm cannot use (naming the term and the algorithm).
+value outside its range, a schedule whose end lies before its start, and a guidance field that
+does not hold its settings type. The guidance settings check their own values
+(``found_rl.guidance_settings``); which learner accepts which term is the registry's
+(``found_rl.algos.registry``).
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-
-from found_rl.algos.guidance import GuidanceTerm
 
 Rule = tuple[str, bool, str]
 """(field name, the check passed, what was expected)"""
@@ -53,33 +53,17 @@ def check_schedule(config: object, start_field: str, end_field: str) -> None:
         )
 
 
-def check_guidance(config: object, algorithm: str, supported: Iterable[GuidanceTerm]) -> None:
-    """Refuse unknown guidance terms and terms ``algorithm`` cannot use, naming both.
+def check_settings(config: object, **types: type) -> None:
+    """Refuse a guidance field that does not hold its settings type (a dict or a term list
+    would otherwise reach the update), naming the field and the type to pass.
 
     Raises:
-        ValueError: e.g. ``PpoConfig.guidance: 'vmr' cannot be used by ppo (VMR needs a Q
-            function); ppo supports: clip_bonus, advisor_bc``.
+        TypeError: e.g. ``SacConfig.vmr: expected a Vmr (found_rl.guidance_settings), got dict``.
     """
-    supported = tuple(supported)
-    guidance = config.guidance  # type: ignore[attr-defined]
-    if isinstance(guidance, str):
-        raise ValueError(
-            f"{type(config).__name__}.guidance: expected a list of term names, got the string {guidance!r}"
-        )
-    for term_name in guidance:
-        term = GuidanceTerm.parse(term_name)
-        if term not in supported:
-            allowed = ", ".join(t.value for t in supported)
-            raise ValueError(
-                f"{type(config).__name__}.guidance: {term_name!r} cannot be used by {algorithm} "
-                f"({GUIDANCE_NEEDS[term]}); {algorithm} supports: {allowed}"
+    for field_name, expected in types.items():
+        value = getattr(config, field_name)
+        if not isinstance(value, expected):
+            raise TypeError(
+                f"{type(config).__name__}.{field_name}: expected a {expected.__name__} "
+                f"(found_rl.guidance_settings), got {type(value).__name__}"
             )
-
-
-GUIDANCE_NEEDS = {
-    GuidanceTerm.VMR: "VMR is a margin between Q values and needs a Q-learning critic",
-    GuidanceTerm.AWAG: "AWAG weighs the advisor action by a Q advantage and needs a Q-learning critic; "
-    "PPO's counterpart is 'advisor_bc'",
-    GuidanceTerm.CLIP_BONUS: "it has no TD or GAE reward to add the bonus to",
-    GuidanceTerm.ADVISOR_BC: "'advisor_bc' is PPO's advantage-gated advisor term; Q-learning learners use 'awag'",
-}

@@ -24,19 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from found_rl.algos.augment import augment_observation
-from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
-from found_rl.algos.guidance import (
-    GuidanceTerm,
-    VmrForm,
-    awag_loss,
-    awag_weights,
-    clip_bonus_rewards,
-    normalized_q_term,
-    vmr_loss,
-)
+from found_rl.algos.config_checks import check_finite_floats, check_rules, check_schedule, check_settings
+from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, vmr_loss
 from found_rl.algos.numerics import ensure_finite
-from found_rl.algos.sac import AWAG_SCHEDULES, AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
+from found_rl.algos.sac import AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
 from found_rl.algos.schedules import drqv2_cosine, linear_decay, vmr_coefficient
+from found_rl.guidance_settings import Awag, ClipBonus, Vmr
 from found_rl.models.drqv2_nets import DETERMINISTIC, DeterministicActor, clipped_noise, straight_through_clamp
 from found_rl.models.encoders import NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
@@ -44,7 +37,9 @@ from found_rl.models.policy import DrivingPolicy, PolicySpec
 from found_rl.models.sac_nets import TwinQCritic
 from found_rl.storage.replay import ReplaySamples
 
-DRQV2_GUIDANCE = (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)
+DRQV2_AWAG = Awag(coef=0.03, schedule="drqv2_cosine")
+"""DrQ-v2's AWAG (docs/method.md §7): the cosine schedule peaking at c = 0.03. A run config's
+``guidance.awag`` fields left unset take these values (``found_rl.algos.registry``)."""
 
 # Logged tags (renaming one is a breaking change; tests check the set). Critic, label and
 # guidance tags are SAC's; DrQ-v2 updates its actor on every call, so these come every time.
@@ -54,6 +49,7 @@ __all__ = [
     "AWAG_TAGS",
     "CLIP_TAGS",
     "CRITIC_TAGS",
+    "DRQV2_AWAG",
     "LABEL_TAGS",
     "VMR_TAGS",
     "DrQV2",
@@ -98,29 +94,15 @@ class DrQV2Config:
     drq_rotate_deg: float = 0.0
     """random rotation of the BEV by up to this many degrees (Found-RL: 10); with a shift too, each
     update picks one of the two at random"""
-    guidance: tuple[str, ...] = ()
-    """guidance terms to switch on: 'vmr', 'awag', 'clip_bonus'"""
-    vmr_margin: float = 2.0
-    """VMR margin m"""
-    vmr_form: str = "squared"
-    """VMR penalty: 'squared' (published), 'hinge' or 'softplus'"""
-    vmr_decay_start_steps: int = 50_000
-    """λ(t) = 1 up to this env step"""
-    vmr_decay_end_steps: int = 150_000
-    """λ(t) reaches 0 at this env step"""
-    awag_beta: float = 2.0
-    """AWAG advantage temperature β"""
-    awag_max_weight: float = 20.0
-    """AWAG weight cap w_max"""
-    awag_coef: float = 0.03
-    """AWAG coefficient c (the peak of the cosine schedule)"""
-    awag_schedule: str = "drqv2_cosine"
-    """c(t): 'drqv2_cosine' (c·½(1+cos(π·min(t/awag_horizon_steps,1)^0.7))) or 'constant'"""
-    awag_horizon_steps: int = 300_000
-    """env steps until the cosine AWAG schedule reaches 0"""
-    awag_action_eps: float = 1e-6
+    vmr: Vmr = field(default_factory=Vmr)
+    """VMR on both critics (METHOD §1); off unless ``vmr.enabled``"""
+    awag: Awag = DRQV2_AWAG
+    """AWAG on the actor (METHOD §2) with DrQ-v2's schedule; off unless ``awag.enabled``"""
+    clip_bonus: ClipBonus = field(default_factory=ClipBonus)
+    """the CLIP bonus on the TD reward (METHOD §3); off unless ``clip_bonus.enabled``"""
+    advisor_action_eps: float = 1e-6
     """advisor actions are clipped to ±(1 − ε) (as Found-RL's DrQ-v2)"""
-    awag_q_alpha: float = 2.5
+    td3bc_alpha: float = 2.5
     """with AWAG on, the actor's Q term is −(α / mean|Q₁|)·mean min_k Q_k (TD3+BC)"""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     """encoder and head widths"""
@@ -140,27 +122,13 @@ class DrQV2Config:
             ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
             ("drq_pad_px", self.drq_pad_px >= 0, ">= 0"),
             ("drq_rotate_deg", 0 <= self.drq_rotate_deg <= 180, "in [0, 180]"),
-            ("vmr_margin", self.vmr_margin >= 0, ">= 0"),
-            ("awag_beta", self.awag_beta > 0, "> 0"),
-            ("awag_max_weight", self.awag_max_weight >= 1, ">= 1"),
-            ("awag_coef", self.awag_coef >= 0, ">= 0"),
-            ("awag_horizon_steps", self.awag_horizon_steps > 0, "> 0"),
-            ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
-            ("awag_q_alpha", self.awag_q_alpha > 0, "> 0"),
-            ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+            ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
+            ("td3bc_alpha", self.td3bc_alpha > 0, "> 0"),
         )
         check_finite_floats(self)
         check_rules(self, rules)
         check_schedule(self, "std_decay_start_steps", "std_decay_end_steps")
-        check_schedule(self, "vmr_decay_start_steps", "vmr_decay_end_steps")
-        if self.vmr_form not in {form.value for form in VmrForm}:
-            allowed = ", ".join(form.value for form in VmrForm)
-            raise ValueError(f"DrQV2Config.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
-        check_guidance(self, "drqv2", DRQV2_GUIDANCE)
-
-    @property
-    def terms(self) -> frozenset[GuidanceTerm]:
-        return frozenset(GuidanceTerm(name) for name in self.guidance)
+        check_settings(self, vmr=Vmr, awag=Awag, clip_bonus=ClipBonus)
 
 
 def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, std: float) -> torch.Tensor:
@@ -220,10 +188,10 @@ class DrQV2:
 
     def awag_coefficient(self, global_step: int) -> float:
         """c(t) of METHOD §2 (DrQ-v2 default: the cosine schedule peaking at 0.03)."""
-        cfg = self.config
-        if cfg.awag_schedule == "constant":
-            return cfg.awag_coef
-        return drqv2_cosine(global_step, peak=cfg.awag_coef, horizon_steps=cfg.awag_horizon_steps)
+        awag = self.config.awag
+        if awag.schedule == "constant":
+            return awag.coef
+        return drqv2_cosine(global_step, peak=awag.coef, horizon_steps=awag.horizon_steps)
 
     def _set_std(self, std: float) -> None:
         self.actor.exploration_std.fill_(std)
@@ -287,7 +255,7 @@ class DrQV2:
             ValueError: if ``n_step > 1`` and the batch holds 1-step returns.
             FloatingPointError: naming the first non-finite loss term.
         """
-        cfg, terms = self.config, self.config.terms
+        cfg = self.config
         std = self.std(global_step)
         self.last_global_step = global_step
         self._set_std(std)
@@ -299,7 +267,7 @@ class DrQV2:
             "guidance/clip_coverage": batch.has_clip.mean().item(),
         }
         rewards = batch.rewards
-        if GuidanceTerm.CLIP_BONUS in terms:  # the learner's reward only (METHOD §3)
+        if cfg.clip_bonus.enabled:  # the learner's reward only (METHOD §3)
             rewards = clip_bonus_rewards(rewards, batch.clip_bonus, batch.has_clip)
             logs["guidance/clip_bonus_mean"] = (rewards - batch.rewards).mean().item()
 
@@ -317,11 +285,12 @@ class DrQV2:
         qf2_loss = F.mse_loss(qf2_a_values, target_q)
         qf_loss = qf1_loss + qf2_loss
         checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
-        if GuidanceTerm.VMR in terms:
-            vmr_coef = vmr_coefficient(global_step, cfg.vmr_decay_start_steps, cfg.vmr_decay_end_steps)
+        if cfg.vmr.enabled:
+            margin, form = cfg.vmr.margin, cfg.vmr.form
+            vmr_coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
             qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
-            vmr = vmr_loss(qf1_advisor, qf1_a_values, batch.has_advisor, cfg.vmr_margin, cfg.vmr_form) + vmr_loss(
-                qf2_advisor, qf2_a_values, batch.has_advisor, cfg.vmr_margin, cfg.vmr_form
+            vmr = vmr_loss(qf1_advisor, qf1_a_values, batch.has_advisor, margin, form) + vmr_loss(
+                qf2_advisor, qf2_a_values, batch.has_advisor, margin, form
             )
             qf_loss = qf_loss + vmr_coef * vmr
             checked["guidance/vmr_loss"] = vmr
@@ -358,14 +327,14 @@ class DrQV2:
         qf1_pi, qf2_pi = self.qf.q_values(features, actions)
         min_q_pi = torch.min(qf1_pi, qf2_pi)
         logs: dict[str, float] = {}
-        if GuidanceTerm.AWAG in cfg.terms:
-            actor_loss = normalized_q_term(qf1_pi, min_q_pi, cfg.awag_q_alpha)
-            bound = 1.0 - cfg.awag_action_eps
+        if cfg.awag.enabled:
+            actor_loss = normalized_q_term(qf1_pi, min_q_pi, cfg.td3bc_alpha)
+            bound = 1.0 - cfg.advisor_action_eps
             advisor_actions = batch.advisor_actions.clamp(-bound, bound)
             with torch.no_grad():
                 q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
                 q_policy_min = torch.min(*self.qf.q_values(features, mean.detach()))
-                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag_beta, cfg.awag_max_weight)
+                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag.beta, cfg.awag.max_weight)
             awag_term = awag_loss(gaussian_log_prob(advisor_actions, mean, std), awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term
@@ -413,3 +382,26 @@ class DrQV2:
         self.generator.set_state(state["generator"])
         self.num_updates = int(state["num_updates"])
         self.last_global_step = int(state["last_global_step"])
+
+
+# ---------------------------------------------------------------------- the registry's view
+# found_rl.algos.registry reads these names: the learner is this module plus one registry line.
+CONFIG = DrQV2Config
+TAGS = (*CRITIC_TAGS, *ACTOR_TAGS, *LABEL_TAGS, *VMR_TAGS, *AWAG_TAGS, *CLIP_TAGS)
+ACTOR_STEP_TAGS = (*ACTOR_TAGS, *AWAG_TAGS)
+"""the actor step's tags (DrQ-v2 steps its actor on every update)"""
+
+
+def make(obs_spec: ObsSpec, action_dim: int, config: DrQV2Config, device: torch.device | str, seed: int) -> DrQV2:
+    return DrQV2(obs_spec, action_dim, config, device=device, seed=seed)
+
+
+def config_from_run(learner: Any, guidance: Any, network: NetworkConfig, env_steps: int | None) -> DrQV2Config:
+    """DrQ-v2's config (docs/method.md §7) from a run config's ``learner`` section, read by field
+    name, and its ``guidance`` settings, handed on as they are; the rest keeps DrQ-v2's own
+    values (τ, gradient clipping, σ schedule, n-step returns), and the shift defaults to 4 px."""
+    return DrQV2Config(
+        gamma=learner.gamma, batch_size=learner.batch_size, actor_lr=learner.policy_lr, critic_lr=learner.q_lr,
+        drq_pad_px=learner.drq_pad_px or 4, vmr=guidance.vmr, awag=guidance.awag,
+        clip_bonus=guidance.clip_bonus, network=network,
+    )

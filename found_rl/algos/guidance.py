@@ -15,24 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from fast_sampler.smpo import masked_mean
-
-
-class GuidanceTerm(str, Enum):
-    """Guidance a learner can switch on."""
-
-    VMR = "vmr"
-    AWAG = "awag"
-    CLIP_BONUS = "clip_bonus"
-    ADVISOR_BC = "advisor_bc"
-    """PPO's advisor term: advantage-gated log-likelihood of the advisor action (METHOD §6)"""
-
-    @classmethod
-    def parse(cls, name: str) -> GuidanceTerm:
-        try:
-            return cls(name)
-        except ValueError:
-            allowed = ", ".join(term.value for term in cls)
-            raise ValueError(f"guidance: unknown term {name!r}; allowed: {allowed}") from None
+from found_rl.guidance_settings import GuidanceTerm as GuidanceTerm  # re-exported: the learners' switch names
 
 
 class VmrForm(str, Enum):
@@ -47,8 +30,8 @@ def vmr_loss(
     q_advisor: torch.Tensor,
     q_behaviour: torch.Tensor,
     has_advisor: torch.Tensor,
-    margin: float = 2.0,
-    form: VmrForm | str = VmrForm.SQUARED,
+    margin: float,
+    form: VmrForm | str,
 ) -> torch.Tensor:
     """VMR for one critic: Σ h (Q(s, aᵛ) − sg(Q(s, a)) − m)² / max(1, Σ h)  (METHOD §1).
 
@@ -88,8 +71,8 @@ def awag_weights(
     q_advisor_min: torch.Tensor,
     q_policy_min: torch.Tensor,
     has_advisor: torch.Tensor,
-    beta: float = 2.0,
-    max_weight: float = 20.0,
+    beta: float,
+    max_weight: float,
 ) -> AwagWeights:
     """Advantage, Q-filter gate and capped weights of AWAG (METHOD §2), computed without gradient.
 

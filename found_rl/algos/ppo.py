@@ -7,9 +7,9 @@ produces the same parameters as the same valid transitions without padding (same
 padding value, NaN included, can reach a gradient or Adam's moments. The update follows
 CleanRL's ``ppo_continuous_action.py``; rollout collection lives in the driver.
 
-Guidance (docs/method.md §6): the CLIP bonus is added to the GAE reward when the config lists
-'clip_bonus' (``PPO.compute_returns``), and 'advisor_bc' adds an advantage-gated
-log-likelihood of the advisor action with a linearly decaying coefficient.
+Guidance (docs/method.md §6): the CLIP bonus is added to the GAE reward when
+``clip_bonus.enabled`` (``PPO.compute_returns``), and ``advisor_bc.enabled`` adds an
+advantage-gated log-likelihood of the advisor action with a linearly decaying coefficient.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import torch
 from torch import nn
 
 from fast_sampler.smpo import masked_mean, masked_normalize
-from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
-from found_rl.algos.guidance import GuidanceTerm, advisor_bc_gate, advisor_bc_loss
+from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
+from found_rl.algos.guidance import advisor_bc_gate, advisor_bc_loss
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.schedules import linear_decay
+from found_rl.guidance_settings import AdvisorBc, ClipBonus
 from found_rl.models.encoders import EncoderConfig, NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, TensorObs, obs_to_tensor
 from found_rl.models.policy import DrivingPolicy, PolicySpec
@@ -50,8 +51,6 @@ ADVISOR_BC_TAGS = (
     "guidance/advisor_bc_gate_fraction",
 )
 LABEL_TAGS = ("guidance/label_coverage",)
-PPO_GUIDANCE = (GuidanceTerm.CLIP_BONUS, GuidanceTerm.ADVISOR_BC)
-ADVISOR_BC_FILTERS = ("negative_advantage", "none")
 
 
 @dataclass(frozen=True)
@@ -88,18 +87,10 @@ class PpoConfig:
     """stop the epochs early when approx KL exceeds this (0 = never)"""
     action_kind: str = "beta"
     """continuous policy: 'beta' or 'gaussian' (Discrete spaces always use 'categorical')"""
-    guidance: tuple[str, ...] = ()
-    """guidance terms: 'clip_bonus' (added to the GAE reward by ``PPO.compute_returns``) and
-    'advisor_bc' (advantage-gated advisor log-likelihood, docs/method.md §6)"""
-    advisor_bc_coef: float = 0.1
-    """peak coefficient c₀ of the advisor term: c(t) = c₀ · linear_decay(t) from 1 to 0"""
-    advisor_bc_decay_start_steps: int = 0
-    """c(t) = c₀ up to this env step"""
-    advisor_bc_decay_end_steps: int = 300_000
-    """c(t) reaches 0 at this env step (as AWAG's DrQ-v2 schedule)"""
-    advisor_bc_filter: str = "negative_advantage"
-    """'negative_advantage': imitate only where the executed action's GAE advantage is < 0 and the
-    advisor chose differently; 'none': every labelled sample"""
+    clip_bonus: ClipBonus = field(default_factory=ClipBonus)
+    """the CLIP bonus on the GAE reward (METHOD §3; ``PPO.compute_returns``); off unless enabled"""
+    advisor_bc: AdvisorBc = field(default_factory=AdvisorBc)
+    """advantage-gated advisor log-likelihood (docs/method.md §6); off unless enabled"""
     advisor_action_eps: float = 1e-3
     """continuous advisor actions are clipped to ±(1 − ε) before log π (Beta's density is 0 on the bound)"""
     network: NetworkConfig = field(
@@ -120,23 +111,16 @@ class PpoConfig:
             ("vf_coef", self.vf_coef >= 0, ">= 0"),
             ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
             ("target_kl", self.target_kl >= 0, ">= 0"),
-            ("advisor_bc_coef", self.advisor_bc_coef >= 0, ">= 0"),
-            ("advisor_bc_filter", self.advisor_bc_filter in ADVISOR_BC_FILTERS, f"one of {ADVISOR_BC_FILTERS}"),
             ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
         )
         check_finite_floats(self)
         check_rules(self, rules)
-        check_schedule(self, "advisor_bc_decay_start_steps", "advisor_bc_decay_end_steps")
+        check_settings(self, clip_bonus=ClipBonus, advisor_bc=AdvisorBc)
         kind = ActionKind.parse(self.action_kind)
         if kind is ActionKind.CATEGORICAL:
             raise ValueError(
                 "PpoConfig.action_kind: expected 'beta' or 'gaussian' (categorical follows a Discrete space)"
             )
-        check_guidance(self, "ppo", PPO_GUIDANCE)
-
-    @property
-    def terms(self) -> frozenset[GuidanceTerm]:
-        return frozenset(GuidanceTerm(name) for name in self.guidance)
 
 
 class PpoLosses(NamedTuple):
@@ -256,20 +240,18 @@ class PPO:
     def compute_returns(self, storage: RolloutStorage, last_values: torch.Tensor) -> RolloutSamples:
         """Masked GAE of a full ``storage`` with this config's γ, λ and CLIP-bonus switch.
 
-        The bonus attached to entries is added to the learner's reward only when ``guidance``
-        lists 'clip_bonus' (METHOD §3); otherwise attached bonuses are ignored.
+        The bonus attached to entries is added to the learner's reward only when
+        ``clip_bonus.enabled`` (METHOD §3); otherwise attached bonuses are ignored.
         """
         cfg = self.config
         return storage.compute_returns(
-            last_values, cfg.gamma, cfg.gae_lambda, clip_bonus=GuidanceTerm.CLIP_BONUS in cfg.terms
+            last_values, cfg.gamma, cfg.gae_lambda, clip_bonus=cfg.clip_bonus.enabled
         )
 
     def advisor_bc_coefficient(self, global_step: int) -> float:
         """c(t) = c₀ until the decay starts, linear to 0 at its end, 0 after (docs/method.md §6)."""
-        cfg = self.config
-        return cfg.advisor_bc_coef * linear_decay(
-            global_step, cfg.advisor_bc_decay_start_steps, cfg.advisor_bc_decay_end_steps, 1.0, 0.0
-        )
+        bc = self.config.advisor_bc
+        return bc.coef * linear_decay(global_step, bc.decay_start_steps, bc.decay_end_steps, 1.0, 0.0)
 
     def minibatch_indices(self, valid: torch.Tensor) -> list[torch.Tensor]:
         """One epoch's minibatches: a permutation of the valid entries, split into near-equal parts.
@@ -302,7 +284,7 @@ class PPO:
         if cfg.anneal_lr:
             frac = max(0.0, 1.0 - global_step / cfg.total_timesteps)
             self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-        use_advisor = GuidanceTerm.ADVISOR_BC in cfg.terms and rollout.has_advisor is not None
+        use_advisor = cfg.advisor_bc.enabled and rollout.has_advisor is not None
         bc_coef = self.advisor_bc_coefficient(global_step) if use_advisor else 0.0
         stats: list[PpoLosses] = []
         bc_logs: list[tuple[float, float]] = []
@@ -364,7 +346,7 @@ class PPO:
             mb.has_advisor,
             mb.advantages,
             differs,
-            negative_advantage_only=self.config.advisor_bc_filter == "negative_advantage",
+            negative_advantage_only=self.config.advisor_bc.filter == "negative_advantage",
         )
 
     def _logs(self, rollout: RolloutSamples, stats: list[PpoLosses]) -> dict[str, float]:
@@ -401,3 +383,26 @@ class PPO:
         self.agent.load_state_dict(state["agent"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.rng.bit_generator.state = state["rng"]
+
+
+# ---------------------------------------------------------------------- the registry's view
+# found_rl.algos.registry reads these names: the learner is this module plus one registry line.
+CONFIG = PpoConfig
+TAGS = (*LOSS_TAGS, *LABEL_TAGS, *ADVISOR_BC_TAGS)
+ACTOR_STEP_TAGS: tuple[str, ...] = ()
+"""none: one update returns every tag"""
+
+
+def make(obs_spec: ObsSpec, action_dim: int, config: PpoConfig, device: torch.device | str, seed: int) -> PPO:
+    return PPO(obs_spec, config.action_kind, action_dim, config, device, seed)
+
+
+def config_from_run(learner: Any, guidance: Any, network: NetworkConfig, env_steps: int | None) -> PpoConfig:
+    """PPO's config from a run config's ``learner`` section, read by field name, its ``guidance``
+    settings, handed on as they are, and the env-step budget (the learning rate anneals over it;
+    1M steps when the run is bounded by wall time only)."""
+    return PpoConfig(
+        learning_rate=learner.policy_lr, total_timesteps=env_steps or 1_000_000, gamma=learner.gamma,
+        update_epochs=learner.update_epochs, num_minibatches=learner.num_minibatches,
+        clip_bonus=guidance.clip_bonus, advisor_bc=guidance.advisor_bc, network=network,
+    )

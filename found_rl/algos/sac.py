@@ -20,26 +20,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from found_rl.algos.augment import shift_observation
-from found_rl.algos.config_checks import check_finite_floats, check_guidance, check_rules, check_schedule
-from found_rl.algos.guidance import (
-    GuidanceTerm,
-    VmrForm,
-    awag_loss,
-    awag_weights,
-    clip_bonus_rewards,
-    vmr_loss,
-)
+from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
+from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, vmr_loss
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
+from found_rl.guidance_settings import Awag, ClipBonus, Vmr
 from found_rl.models.encoders import NetworkConfig, make_encoder
 from found_rl.models.observation import NumpyObs, ObsSpec, obs_to_tensor
 from found_rl.models.policy import DrivingPolicy, PolicySpec
 from found_rl.models.sac_nets import SquashedGaussianActor, TwinQCritic
 from found_rl.storage.replay import ReplaySamples
 
-AWAG_SCHEDULES = ("constant", "drqv2_cosine")
 TARGET_FEATURES = ("target_encoder", "online_encoder")
-SAC_GUIDANCE = (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)
 
 # Logged tags (renaming one is a breaking change; tests check the set).
 CRITIC_TAGS = (
@@ -98,28 +90,15 @@ class SacConfig:
     """what the target critics read of o_{t+1}: 'target_encoder' (SAC-AE/DrQ: the Polyak-averaged
     encoder, a third encoder pass per update) or 'online_encoder' (DrQ-v2: the online encoder's
     no-grad features, shared with the next action's sample; one pass fewer; docs/method.md)"""
-    guidance: tuple[str, ...] = ()
-    """guidance terms to switch on: 'vmr', 'awag', 'clip_bonus'"""
-    vmr_margin: float = 2.0
-    """VMR margin m"""
-    vmr_form: str = "squared"
-    """VMR penalty: 'squared' (published), 'hinge' or 'softplus'"""
-    vmr_decay_start_steps: int = 50_000
-    """λ(t) = 1 up to this env step"""
-    vmr_decay_end_steps: int = 150_000
-    """λ(t) reaches 0 at this env step"""
-    awag_beta: float = 2.0
-    """AWAG advantage temperature β"""
-    awag_max_weight: float = 20.0
-    """AWAG weight cap w_max"""
-    awag_coef: float = 0.01
-    """AWAG coefficient c (peak value for the cosine schedule)"""
-    awag_schedule: str = "constant"
-    """c(t): 'constant' or 'drqv2_cosine' (c·½(1+cos(π·min(t/awag_horizon_steps,1)^0.7)))"""
-    awag_horizon_steps: int = 300_000
-    """env steps until the cosine AWAG schedule reaches 0"""
-    awag_action_eps: float = 1e-3
-    """advisor actions are clipped to ±(1 − ε) before log π (atanh must stay finite)"""
+    vmr: Vmr = field(default_factory=Vmr)
+    """VMR on both critics (METHOD §1); off unless ``vmr.enabled``"""
+    awag: Awag = field(default_factory=Awag)
+    """AWAG on the actor (METHOD §2); off unless ``awag.enabled``"""
+    clip_bonus: ClipBonus = field(default_factory=ClipBonus)
+    """the CLIP bonus on the TD reward (METHOD §3); off unless ``clip_bonus.enabled``"""
+    advisor_action_eps: float = 1e-3
+    """advisor actions are clipped to ±(1 − ε) before log π (the tanh-squashed Gaussian's atanh
+    must stay finite)"""
     network: NetworkConfig = field(default_factory=NetworkConfig)
     """encoder and head widths"""
 
@@ -136,26 +115,12 @@ class SacConfig:
             ("target_entropy_scale", math.isfinite(self.target_entropy_scale), "a finite float"),
             ("max_grad_norm", self.max_grad_norm >= 0, ">= 0"),
             ("drq_pad_px", self.drq_pad_px >= 0, ">= 0"),
-            ("vmr_margin", self.vmr_margin >= 0, ">= 0"),
-            ("awag_beta", self.awag_beta > 0, "> 0"),
-            ("awag_max_weight", self.awag_max_weight >= 1, ">= 1"),
-            ("awag_coef", self.awag_coef >= 0, ">= 0"),
-            ("awag_horizon_steps", self.awag_horizon_steps > 0, "> 0"),
-            ("awag_action_eps", 0 < self.awag_action_eps < 1, "in (0, 1)"),
-            ("awag_schedule", self.awag_schedule in AWAG_SCHEDULES, f"one of {AWAG_SCHEDULES}"),
+            ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
             ("target_features", self.target_features in TARGET_FEATURES, f"one of {TARGET_FEATURES}"),
         )
         check_finite_floats(self)
         check_rules(self, rules)
-        check_schedule(self, "vmr_decay_start_steps", "vmr_decay_end_steps")
-        if self.vmr_form not in {form.value for form in VmrForm}:
-            allowed = ", ".join(form.value for form in VmrForm)
-            raise ValueError(f"SacConfig.vmr_form: unknown form {self.vmr_form!r}; allowed: {allowed}")
-        check_guidance(self, "sac", SAC_GUIDANCE)
-
-    @property
-    def terms(self) -> frozenset[GuidanceTerm]:
-        return frozenset(GuidanceTerm(name) for name in self.guidance)
+        check_settings(self, vmr=Vmr, awag=Awag, clip_bonus=ClipBonus)
 
 
 class SAC:
@@ -204,18 +169,23 @@ class SAC:
         """The current actor as a stand-alone policy (a copy: later updates do not change it)."""
         return DrivingPolicy(self.policy_spec, copy.deepcopy(self.actor), self.device)
 
-    def act(self, obs: NumpyObs, deterministic: bool = False) -> np.ndarray:
-        """Actions ``(B, A)`` for a batch of numpy observations (stochastic while collecting)."""
+    def act(self, obs: NumpyObs, deterministic: bool = False, global_step: int | None = None) -> np.ndarray:
+        """Actions ``(B, A)`` for a batch of numpy observations (stochastic while collecting).
+
+        Args:
+            global_step: unused (SAC's exploration has no schedule); taken so that every
+                off-policy learner explores with ``act(obs, global_step=...)``.
+        """
         tensor_obs, _ = obs_to_tensor(obs, self.obs_spec, self.device)
         with torch.no_grad():
             return self.actor.act(tensor_obs, deterministic).cpu().numpy()
 
     def awag_coefficient(self, global_step: int) -> float:
         """c(t) of METHOD §2."""
-        cfg = self.config
-        if cfg.awag_schedule == "constant":
-            return cfg.awag_coef
-        return drqv2_cosine(global_step, peak=cfg.awag_coef, horizon_steps=cfg.awag_horizon_steps)
+        awag = self.config.awag
+        if awag.schedule == "constant":
+            return awag.coef
+        return drqv2_cosine(global_step, peak=awag.coef, horizon_steps=awag.horizon_steps)
 
     # ------------------------------------------------------------------ learning
     def _step(
@@ -243,7 +213,7 @@ class SAC:
         Raises:
             FloatingPointError: naming the first non-finite loss term.
         """
-        cfg, terms = self.config, self.config.terms
+        cfg = self.config
         # Pool and convert each batch once: the critic, the actor and the target critic read it.
         prepare = self.qf.encoder.prepare
         obs = prepare(shift_observation(batch.observations, cfg.drq_pad_px, self.generator))
@@ -254,7 +224,7 @@ class SAC:
             "guidance/clip_coverage": batch.has_clip.mean().item(),
         }
         rewards = batch.rewards
-        if GuidanceTerm.CLIP_BONUS in terms:  # the learner's reward only (METHOD §3)
+        if cfg.clip_bonus.enabled:  # the learner's reward only (METHOD §3)
             rewards = clip_bonus_rewards(rewards, batch.clip_bonus, batch.has_clip)
             logs["guidance/clip_bonus_mean"] = (rewards - batch.rewards).mean().item()
 
@@ -275,11 +245,12 @@ class SAC:
         qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
         qf_loss = qf1_loss + qf2_loss
         checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
-        if GuidanceTerm.VMR in terms:
-            vmr_coef = vmr_coefficient(global_step, cfg.vmr_decay_start_steps, cfg.vmr_decay_end_steps)
+        if cfg.vmr.enabled:
+            margin, form = cfg.vmr.margin, cfg.vmr.form
+            vmr_coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
             qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
-            vmr = vmr_loss(qf1_advisor, qf1_a_values, has_advisor, cfg.vmr_margin, cfg.vmr_form) + vmr_loss(
-                qf2_advisor, qf2_a_values, has_advisor, cfg.vmr_margin, cfg.vmr_form
+            vmr = vmr_loss(qf1_advisor, qf1_a_values, has_advisor, margin, form) + vmr_loss(
+                qf2_advisor, qf2_a_values, has_advisor, margin, form
             )
             qf_loss = qf_loss + vmr_coef * vmr
             checked["guidance/vmr_loss"] = vmr
@@ -319,8 +290,8 @@ class SAC:
         actor_loss = (self.alpha * log_pi - torch.min(qf1_pi, qf2_pi)).mean()
         checked = {"losses/actor_loss": actor_loss}
         logs: dict[str, float] = {}
-        if GuidanceTerm.AWAG in cfg.terms:
-            bound = 1.0 - cfg.awag_action_eps
+        if cfg.awag.enabled:
+            bound = 1.0 - cfg.advisor_action_eps
             advisor_actions = batch.advisor_actions.clamp(-bound, bound)
             with torch.no_grad():
                 mu = self.actor.params_from_features(features)[0].tanh()
@@ -330,8 +301,8 @@ class SAC:
                     q_advisor_min,
                     q_policy_min,
                     batch.has_advisor,
-                    cfg.awag_beta,
-                    cfg.awag_max_weight,
+                    cfg.awag.beta,
+                    cfg.awag.max_weight,
                 )
             log_prob_advisor = self.actor.log_prob_from_features(features, advisor_actions)
             awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
@@ -393,3 +364,26 @@ class SAC:
         self.a_optimizer.load_state_dict(state["a_optimizer"])
         self.generator.set_state(state["generator"])
         self.num_updates = int(state["num_updates"])
+
+
+# ---------------------------------------------------------------------- the registry's view
+# found_rl.algos.registry reads these names: the learner is this module plus one registry line.
+CONFIG = SacConfig
+TAGS = (*CRITIC_TAGS, *ACTOR_TAGS, *LABEL_TAGS, *VMR_TAGS, *AWAG_TAGS, *CLIP_TAGS)
+ACTOR_STEP_TAGS = (*ACTOR_TAGS, *AWAG_TAGS)
+"""returned only on the delayed actor steps (``policy_frequency``)"""
+
+
+def make(obs_spec: ObsSpec, action_dim: int, config: SacConfig, device: torch.device | str, seed: int) -> SAC:
+    return SAC(obs_spec, action_dim, config, device=device, seed=seed)
+
+
+def config_from_run(learner: Any, guidance: Any, network: NetworkConfig, env_steps: int | None) -> SacConfig:
+    """SAC's config from a run config's ``learner`` section, read by field name, and its
+    ``guidance`` settings, handed on as they are."""
+    return SacConfig(
+        gamma=learner.gamma, tau=learner.tau, batch_size=learner.batch_size, policy_lr=learner.policy_lr,
+        q_lr=learner.q_lr, alpha=learner.alpha, autotune=learner.autotune, drq_pad_px=learner.drq_pad_px,
+        target_features=learner.target_features, vmr=guidance.vmr, awag=guidance.awag,
+        clip_bonus=guidance.clip_bonus, network=network,
+    )

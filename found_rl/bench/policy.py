@@ -112,14 +112,15 @@ def sac_updates_per_second(
     import torch
 
     from found_rl.algos.sac import SAC, SacConfig
+    from found_rl.guidance_settings import Awag, Vmr
     from found_rl.models.encoders import network_preset
     from found_rl.models.observation import ObsSpec
     from found_rl.storage.replay import ReplayBuffer
     from found_rl.train.config import LearnerConfig
 
     spec = ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM)
-    config = SacConfig(batch_size=batch_size, network=network_preset(preset), guidance=("vmr", "awag"),
-                       target_features=target_features or LearnerConfig().target_features)
+    config = SacConfig(batch_size=batch_size, network=network_preset(preset), vmr=Vmr(enabled=True),
+                       awag=Awag(enabled=True), target_features=target_features or LearnerConfig().target_features)
     sac = SAC(spec, 2, config)
     rng = np.random.default_rng(0)
     clips = 4

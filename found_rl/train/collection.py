@@ -67,7 +67,9 @@ class OffPolicyCollector(Collector):
                  device: torch.device, *, warmup_rng: np.random.Generator, sample_rng: np.random.Generator) -> None:
         super().__init__(config, built, counters, telemetry, device)
         self.warmup_rng, self.sample_rng = warmup_rng, sample_rng
-        self._drqv2 = config.algorithm == "drqv2"
+        self.actor_step_tags = built.entry.actor_step_tags
+        # a learner whose config has n_step learns from n-step returns (DrQ-v2)
+        self.n_step = getattr(built.learner.config, "n_step", 1)
 
     @property
     def replay(self) -> Any:
@@ -81,9 +83,8 @@ class OffPolicyCollector(Collector):
         """Uniform random actions until ``learning_starts``, then the learner's exploring ones."""
         if self.counters.env_steps < self.config.learner.learning_starts:
             return self.warmup_rng.uniform(-1.0, 1.0, (self.config.sampler.clips, ACTION_DIM)).astype(np.float32)
-        if self._drqv2:  # exploration noise follows its σ(t) schedule
-            return self.learner.act(obs, global_step=self.counters.env_steps)
-        return self.learner.act(obs, deterministic=False)
+        # the step drives a learner's exploration schedule (DrQ-v2's σ(t)); SAC has none
+        return self.learner.act(obs, deterministic=False, global_step=self.counters.env_steps)
 
     def store(self, batch: StepBatch, step_ids: np.ndarray) -> None:
         """Valid transitions only (FAST padding is never stored)."""
@@ -102,13 +103,13 @@ class OffPolicyCollector(Collector):
                 logs = self.learner.update(self._sample_batch(), counters.env_steps)
                 counters.updates += 1
                 counters.update_credit -= 1.0
-                self.telemetry.note_off_policy_update(logs)
+                self.telemetry.note_off_policy_update(logs, self.actor_step_tags)
         self.telemetry.log_off_policy_updates(logs, counters.updates, counters.env_steps)
 
     def _sample_batch(self) -> Any:
         cfg = self.learner.config
-        if self._drqv2:  # n-step returns, windows cut at episode ends
-            return self.storage.sample(cfg.batch_size, self.sample_rng, n_step=cfg.n_step, gamma=cfg.gamma)
+        if self.n_step > 1:  # n-step returns, windows cut at episode ends
+            return self.storage.sample(cfg.batch_size, self.sample_rng, n_step=self.n_step, gamma=cfg.gamma)
         return self.storage.sample(cfg.batch_size, self.sample_rng)
 
     def _new_steps_since_update(self) -> float:
@@ -174,10 +175,12 @@ class OnPolicyCollector(Collector):
         return self.storage.step == 0
 
     def label_coverage(self, link: Any) -> float:
-        """Fraction of the rollout's valid rows with their CLIP bonus."""
+        """Fraction of the rollout's valid rows with their label: the advisor action when a term
+        reads it (``advisor_bc``), else the CLIP bonus."""
         rollout = self.storage
         valid = rollout.valid[: rollout.step]
-        return float((rollout.has_clip[: rollout.step] * valid).sum() / valid.sum().clamp(min=1))
+        labelled = rollout.has_advisor if link is not None and link.want_actions else rollout.has_clip
+        return float((labelled[: rollout.step] * valid).sum() / valid.sum().clamp(min=1))
 
 
 def make_collector(config: RunConfig, built: BuiltLearner, counters: Counters, telemetry: Telemetry,

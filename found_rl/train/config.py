@@ -14,18 +14,23 @@ Example::
     advisor: {spawn: expert}
     guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 0.5}}   # off unless enabled
     budget: {env_steps: 30000}
+
+The guidance settings are ``found_rl.guidance_settings``'s, handed to the learner as they are;
+which learner accepts which term, and which storage it needs, is its entry in
+``found_rl.algos.registry``.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from found_rl.algos.registry import learner_entry
 from found_rl.errors import UserError
+from found_rl.guidance_settings import FiniteFloat, Guidance, GuidanceTerm
 from found_rl.scenario import format_field_error, yaml_problem
 from found_rl.train.label_budget import check_rate
 
@@ -36,15 +41,6 @@ RESUMABLE_CHANGES = ("budget.",)
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return value
-
-
-FiniteFloat = Annotated[float, BeforeValidator(_finite)]
 
 
 class BudgetConfig(_Strict):
@@ -106,51 +102,6 @@ class LearnerConfig(_Strict):
     rollout_steps: int = Field(128, ge=1, description="PPO: lock-steps per rollout")
     update_epochs: int = Field(4, ge=1, description="PPO: epochs per rollout")
     num_minibatches: int = Field(4, ge=1, description="PPO: minibatches per epoch")
-
-
-class VmrConfig(_Strict):
-    """Value-Margin Regularisation (METHOD §1); the schedule is in env steps."""
-
-    enabled: bool = False
-    margin: FiniteFloat = Field(2.0, ge=0)
-    form: Literal["squared", "hinge", "softplus"] = "squared"
-    decay_start_steps: int = Field(50_000, ge=0)
-    decay_end_steps: int = Field(150_000, ge=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> VmrConfig:
-        if self.decay_end_steps < self.decay_start_steps:
-            raise ValueError(
-                f"decay_end_steps ({self.decay_end_steps}) must be >= decay_start_steps ({self.decay_start_steps})"
-            )
-        return self
-
-
-class AwagConfig(_Strict):
-    """Advantage-Weighted Action Guidance (METHOD §2)."""
-
-    enabled: bool = False
-    coef: FiniteFloat = Field(0.01, ge=0, description="c, or its peak for the cosine schedule")
-    beta: FiniteFloat = Field(2.0, gt=0)
-    max_weight: FiniteFloat = Field(20.0, ge=1)
-    schedule: Literal["constant", "drqv2_cosine"] = "constant"
-    horizon_steps: int = Field(300_000, gt=0, description="env steps until the cosine schedule reaches 0")
-
-
-class ClipBonusConfig(_Strict):
-    """The CLIP dense reward (METHOD §3), scored by the advisor server's CLIP backend."""
-
-    enabled: bool = False
-
-
-class GuidanceConfig(_Strict):
-    vmr: VmrConfig = VmrConfig()
-    awag: AwagConfig = AwagConfig()
-    clip_bonus: ClipBonusConfig = ClipBonusConfig()
-
-    @property
-    def needs_advice(self) -> bool:
-        return self.vmr.enabled or self.awag.enabled
 
 
 def _label_rate(value: Any) -> Any:
@@ -316,7 +267,7 @@ class RunConfig(_Strict):
     """Everything a training run depends on."""
 
     scenario: PathList = Field(description="training scenarios: one file, or a list the clips spread over")
-    algorithm: Literal["sac", "drqv2", "ppo"] = "sac"
+    algorithm: str = Field("sac", description="the learner: a name in found_rl.algos.registry (sac, drqv2, ppo)")
     network: Literal["auto", "roach", "cpu"] = Field("auto", description="auto: cpu on a CPU, roach on CUDA")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     torch_threads: int = Field(
@@ -326,32 +277,56 @@ class RunConfig(_Strict):
     budget: BudgetConfig = BudgetConfig()
     sampler: SamplerConfig = SamplerConfig()
     learner: LearnerConfig = LearnerConfig()
-    guidance: GuidanceConfig = GuidanceConfig()
+    guidance: Guidance = Guidance()
     advisor: Annotated[AdvisorConfig, BeforeValidator(_advisor_shorthand)] = AdvisorConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     resources: ResourcesConfig = ResourcesConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _learner_guidance_defaults(cls, data: Any) -> Any:
+        """Guidance fields the config leaves unset take the learner's own defaults where its
+        registry entry has some (DrQ-v2's AWAG schedule); the resolved values are recorded."""
+        if not isinstance(data, dict):
+            return data
+        try:
+            defaults = learner_entry(data.get("algorithm", cls.model_fields["algorithm"].default)).guidance_defaults()
+        except ValueError:
+            return data  # the algorithm field names the problem
+        guidance = data.get("guidance", {})
+        if not defaults or not isinstance(guidance, (dict, Guidance)):
+            return data  # nothing to fill, or the guidance field names the problem
+        given = _fields_set(guidance)
+        for name, settings in defaults.items():
+            user = given.get(name, {})
+            if isinstance(user, (dict, BaseModel)):  # anything else: the field names the problem
+                given[name] = {**settings.model_dump(), **_fields_set(user)}
+        return {**data, "guidance": given}
+
+    @field_validator("algorithm")
+    @classmethod
+    def _known_learner(cls, name: str) -> str:
+        return learner_entry(name).name
+
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         if not self.scenario:
             raise ValueError("scenario: is an empty list; name at least one training scenario")
-        if self.algorithm == "ppo" and self.sampler.overlap:
+        learner = learner_entry(self.algorithm)
+        if learner.on_policy and self.sampler.overlap:
             raise ValueError(
-                "sampler.overlap: PPO is on-policy (a rollout must come from the policy it updates), so acting "
-                "cannot overlap its update; set false"
+                f"sampler.overlap: {self.algorithm} is on-policy (a rollout must come from the policy it updates), "
+                "so acting cannot overlap its update; set false"
             )
-        if self.algorithm == "ppo" and self.guidance.vmr.enabled:
-            raise ValueError("guidance.vmr: VMR is a critic term of Q-learning; PPO has no Q function (set false)")
-        if self.algorithm == "ppo" and self.guidance.awag.enabled:
-            raise ValueError("guidance.awag: AWAG's Q-filter needs a Q function; PPO has none (set false)")
-        for name in ("vmr", "awag"):
-            if getattr(self.guidance, name).enabled and not self.advisor.enabled:
-                raise ValueError(f"guidance.{name}: needs advisor labels, but advisor is none (set advisor)")
-        if self.advisor.enabled and not (self.guidance.needs_advice or self.guidance.clip_bonus.enabled):
+        learner.check_guidance(self.guidance)
+        for term in self.guidance.enabled_terms:
+            if term is not GuidanceTerm.CLIP_BONUS and not self.advisor.enabled:
+                raise ValueError(f"guidance.{term.value}: needs advisor labels, but advisor is none (set advisor)")
+        if self.advisor.enabled and not self.guidance.enabled_terms:
             raise ValueError(
-                "advisor: is set, but no guidance term uses its answers; enable guidance.vmr, guidance.awag "
-                "or guidance.clip_bonus, or set advisor: none"
+                "advisor: is set, but no guidance term uses its answers; enable one of guidance."
+                + ", guidance.".join(term.value for term in learner.guidance) + ", or set advisor: none"
             )
         if self.guidance.clip_bonus.enabled and not self.advisor.enabled:
             raise ValueError("guidance.clip_bonus: needs an advisor server with a CLIP backend (advisor)")
@@ -361,11 +336,21 @@ class RunConfig(_Strict):
 
     @property
     def overlaps(self) -> bool:
-        """Whether the loop runs the updates while the clips step (``sampler.overlap``)."""
-        return self.sampler.overlap if self.sampler.overlap is not None else self.algorithm != "ppo"
+        """Whether the loop runs the updates while the clips step (``sampler.overlap``; by
+        default on for a learner with a replay buffer)."""
+        if self.sampler.overlap is not None:
+            return self.sampler.overlap
+        return not learner_entry(self.algorithm).on_policy
 
     def to_yaml_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _fields_set(settings: Any) -> dict[str, Any]:
+    """The fields a user gave: a mapping as it is, a settings object's explicitly set fields."""
+    if isinstance(settings, BaseModel):
+        return {name: getattr(settings, name) for name in settings.model_fields_set}
+    return dict(settings) if isinstance(settings, dict) else settings
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any, flag: str) -> None:
@@ -497,6 +482,16 @@ def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig
             raise FileNotFoundError(f"{source}: evaluation.suite: {config.evaluation.suite}: no such suite file")
         load_suite(config.evaluation.suite)
     return config
+
+
+def recorded_config(stored: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's recorded config read through today's schema: a section added since the run
+    was recorded (``guidance.advisor_bc``) takes its default, so it is not a change on resume.
+    A recording that no longer validates is returned as it is (its keys then show as changes)."""
+    try:
+        return RunConfig.model_validate(stored).to_yaml_dict()
+    except ValidationError:
+        return stored
 
 
 def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

@@ -33,7 +33,7 @@ import yaml
 
 from found_rl.atomic import replaced_atomically
 from found_rl.errors import UserError
-from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences
+from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences, recorded_config
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class RunFolder:
             ValueError: listing every differing key with both values.
         """
         differences = [
-            line for line in config_differences(self.stored_config(), config.to_yaml_dict())
+            line for line in config_differences(recorded_config(self.stored_config()), config.to_yaml_dict())
             if not line.startswith(RESUMABLE_CHANGES)
         ]
         if differences:

@@ -16,11 +16,8 @@ from typing import Any
 import numpy as np
 
 from fast_sampler import StepBatch
-from found_rl.algos.sac import CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
 from found_rl.train import tags
 
-SAC_CRITIC_ONLY = frozenset({*CRITIC_TAGS, *VMR_TAGS, *LABEL_TAGS, *CLIP_TAGS})
-"""SAC's tags of every critic update; the rest come with the delayed actor updates only"""
 OFF_POLICY_LOG_EVERY = 20
 """off-policy learners write their logs every this many updates"""
 
@@ -158,10 +155,11 @@ class Telemetry:
         for tag, value in logs.items():
             self.writer.add_scalar(tag, value, step)
 
-    def note_off_policy_update(self, logs: dict[str, float]) -> None:
-        """Keep the actor's logs of an update that had an actor step (SAC delays them)."""
+    def note_off_policy_update(self, logs: dict[str, float], actor_step_tags: frozenset[str]) -> None:
+        """Keep the actor's logs (``actor_step_tags``, the learner's registry entry) of an update
+        that had an actor step (SAC delays them)."""
         if "losses/actor_loss" in logs:
-            self._last_actor_logs = {k: v for k, v in logs.items() if k not in SAC_CRITIC_ONLY}
+            self._last_actor_logs = {k: v for k, v in logs.items() if k in actor_step_tags}
 
     def log_off_policy_updates(self, logs: dict[str, float], updates: int, step: int) -> None:
         """The last update's logs with the last actor logs, every :data:`OFF_POLICY_LOG_EVERY` updates."""

@@ -25,6 +25,7 @@ from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.models.policy import PolicySpec, build_actor
 from found_rl.storage.replay import ReplaySamples
+from tests.guidance_terms import switched_on
 
 VECTOR = ObsSpec(vector_dim=3)
 SMALL = NetworkConfig(actor_hidden=(8,), critic_hidden=(8,))
@@ -78,7 +79,7 @@ def test_std_schedule_is_linear_between_its_steps():
 
 @pytest.mark.parametrize("guidance", [(), ("vmr", "clip_bonus")])
 def test_critic_loss_matches_the_hand_computed_n_step_target(guidance):
-    drq = learner(guidance=guidance, std_decay_end_steps=1000)
+    drq = learner(**switched_on(DrQV2Config, *guidance), std_decay_end_steps=1000)
     batch = vector_batch()
     step = 500
     std = drq.std(step)
@@ -96,7 +97,8 @@ def test_critic_loss_matches_the_hand_computed_n_step_target(guidance):
         expected = qf1_loss + qf2_loss
         if "vmr" in guidance:
             a1, a2 = before.qf(batch.observations, batch.advisor_actions)
-            vmr = vmr_loss(a1, q1, batch.has_advisor) + vmr_loss(a2, q2, batch.has_advisor)
+            has = batch.has_advisor
+            vmr = vmr_loss(a1, q1, has, 2.0, "squared") + vmr_loss(a2, q2, has, 2.0, "squared")
             assert logs["guidance/vmr_loss"] == pytest.approx(vmr.item(), rel=1e-5)
             expected = expected + 1.0 * vmr  # λ(500) = 1
     assert logs["losses/qf1_loss"] == pytest.approx(qf1_loss.item(), rel=1e-5)
@@ -106,7 +108,7 @@ def test_critic_loss_matches_the_hand_computed_n_step_target(guidance):
 
 @pytest.mark.parametrize("awag", [False, True])
 def test_actor_loss_matches_hand_computation(awag):
-    drq = learner(guidance=("awag",) if awag else (), std_decay_end_steps=1000)
+    drq = learner(**switched_on(DrQV2Config, *(("awag",) if awag else ())), std_decay_end_steps=1000)
     batch = vector_batch()
     step = 250
     std = drq.std(step)
@@ -127,6 +129,8 @@ def test_actor_loss_matches_hand_computation(awag):
                 torch.min(*drq.qf(batch.observations, advisor)),
                 torch.min(*drq.qf(batch.observations, mean)),
                 batch.has_advisor,
+                beta=2.0,
+                max_weight=20.0,
             )
             log_prob = (-((advisor - mean) ** 2) / (2 * std**2) - np.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
             gated = (weights.gate * weights.weights * log_prob).sum() / weights.gate.sum().clamp(min=1)
@@ -145,7 +149,7 @@ def test_gaussian_log_prob_is_the_normal_density_with_the_scheduled_std():
 
 
 def test_targets_move_by_polyak_tau_and_every_tag_is_reported():
-    drq = learner(guidance=("vmr", "awag", "clip_bonus"), tau=0.25)
+    drq = learner(**switched_on(DrQV2Config, "vmr", "awag", "clip_bonus"), tau=0.25)
     target_before = [p.clone() for p in drq.qf_target.parameters()]
     logs = drq.update(vector_batch(), global_step=10)
     expected_tags = set(CRITIC_TAGS + ACTOR_TAGS + LABEL_TAGS + VMR_TAGS + AWAG_TAGS + CLIP_TAGS)
@@ -164,7 +168,7 @@ def test_an_n_step_config_refuses_a_one_step_batch():
 
 
 def test_driving_update_with_shift_and_rotation_and_resume_is_exact():
-    config = DrQV2Config(network=TINY, drq_pad_px=2, drq_rotate_deg=10.0, guidance=("vmr", "awag"))
+    config = DrQV2Config(network=TINY, drq_pad_px=2, drq_rotate_deg=10.0, **switched_on(DrQV2Config, "vmr", "awag"))
     gen = torch.Generator().manual_seed(0)
 
     def batch() -> ReplaySamples:
@@ -219,18 +223,16 @@ def test_acting_explores_inside_the_bounds_and_the_policy_round_trips_through_a_
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        ({"guidance": ("advisor_bc",)}, ["'advisor_bc'", "drqv2"]),
-        ({"guidance": ("pvp",)}, ["'pvp'"]),
+        ({"advisor_bc": True}, ["'advisor_bc'"]),
+        ({"vmr": {"enabled": True}}, ["DrQV2Config.vmr", "Vmr", "dict"]),
         ({"std_decay_start_steps": 10, "std_decay_end_steps": 5}, ["std_decay_end_steps"]),
-        ({"vmr_decay_start_steps": 10, "vmr_decay_end_steps": 5}, ["vmr_decay_end_steps"]),
-        ({"awag_coef": float("nan")}, ["awag_coef", "finite"]),
         ({"std_clip": float("inf")}, ["std_clip", "finite"]),
         ({"n_step": 0}, ["n_step"]),
-        ({"vmr_form": "cubic"}, ["vmr_form"]),
+        ({"td3bc_alpha": 0.0}, ["td3bc_alpha"]),
     ],
 )
 def test_bad_config_names_the_field(overrides, words):
-    with pytest.raises(ValueError) as error:
+    with pytest.raises((ValueError, TypeError)) as error:
         DrQV2Config(**overrides)
     for word in words:
         assert word in str(error.value)
@@ -238,6 +240,10 @@ def test_bad_config_names_the_field(overrides, words):
 
 def test_make_config_knows_drqv2():
     assert isinstance(make_config("drqv2", n_step=1), DrQV2Config)
+
+
+def test_awag_defaults_are_drqv2s_own_cosine_schedule():
+    assert DrQV2Config().awag.schedule == "drqv2_cosine" and DrQV2Config().awag.coef == 0.03
 
 
 def test_config_fields_are_documented():

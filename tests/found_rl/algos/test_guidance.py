@@ -25,19 +25,19 @@ def test_vmr_averages_only_labelled_samples_with_margin_two():
     q_behaviour = torch.tensor([0.0, 1.0, 0.0])
     has_advisor = torch.tensor([1.0, 0.0, 1.0])
     # labelled: (3 - 0 - 2)^2 = 1 and (1 - 0 - 2)^2 = 1 → (1 + 1) / 2; the unlabelled (5-1-2)^2=4 is ignored
-    assert vmr_loss(q_advisor, q_behaviour, has_advisor).item() == pytest.approx(1.0)
+    assert vmr_loss(q_advisor, q_behaviour, has_advisor, 2.0, "squared").item() == pytest.approx(1.0)
 
 
 def test_vmr_is_zero_without_labels_and_ignores_garbage_in_unlabelled_slots():
     q_advisor = torch.tensor([float("nan"), 2.0])
-    loss = vmr_loss(q_advisor, torch.zeros(2), torch.zeros(2))
+    loss = vmr_loss(q_advisor, torch.zeros(2), torch.zeros(2), 2.0, "squared")
     assert loss.item() == 0.0
 
 
 def test_vmr_stops_gradient_through_behaviour_q():
     q_advisor = torch.tensor([3.0, 1.0], requires_grad=True)
     q_behaviour = torch.tensor([0.0, 0.0], requires_grad=True)
-    vmr_loss(q_advisor, q_behaviour, torch.tensor([1.0, 1.0])).backward()
+    vmr_loss(q_advisor, q_behaviour, torch.tensor([1.0, 1.0]), 2.0, "squared").backward()
     # d/dq_adv of Σ (q_adv - q_beh - 2)^2 / 2 = (q_adv - q_beh - 2)
     assert torch.allclose(q_advisor.grad, torch.tensor([1.0, -1.0]))
     assert q_behaviour.grad is None or torch.all(q_behaviour.grad == 0)
@@ -89,7 +89,7 @@ def test_awag_gate_weights_and_cap():
 
 def test_awag_weights_carry_no_gradient_and_never_overflow():
     q_advisor = torch.tensor([1e6], requires_grad=True)
-    out = awag_weights(q_advisor, torch.zeros(1), torch.ones(1))
+    out = awag_weights(q_advisor, torch.zeros(1), torch.ones(1), beta=2.0, max_weight=20.0)
     assert not out.weights.requires_grad and out.weights.item() == 20.0
 
 

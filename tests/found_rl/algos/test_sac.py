@@ -24,6 +24,7 @@ from found_rl.algos.sac import (
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.storage.replay import ReplaySamples
+from tests.guidance_terms import switched_on
 
 TINY = NetworkConfig(
     encoder=EncoderConfig(
@@ -62,7 +63,7 @@ def driving_batch(batch_size: int = 8, labelled: float = 1.0, seed: int = 0) -> 
 
 
 def test_update_reports_every_tag_on_an_actor_step():
-    config = SacConfig(network=TINY, guidance=("vmr", "awag", "clip_bonus"), drq_pad_px=2)
+    config = SacConfig(network=TINY, **switched_on(SacConfig, "vmr", "awag", "clip_bonus"), drq_pad_px=2)
     sac = SAC(DRIVING, 2, config)
     sac.update(driving_batch(), global_step=1)  # critic only: the actor waits policy_frequency updates
     logs = sac.update(driving_batch(), global_step=2)
@@ -92,7 +93,8 @@ def advisor_gap_after_training(guidance: tuple[str, ...]) -> float:
     )
     torch.manual_seed(0)
     network = NetworkConfig(actor_hidden=(32,), critic_hidden=(64, 64))
-    config = SacConfig(network=network, guidance=guidance, gamma=0.0, q_lr=3e-3, policy_frequency=1000)
+    config = SacConfig(network=network, **switched_on(SacConfig, *guidance), gamma=0.0, q_lr=3e-3,
+                       policy_frequency=1000)
     sac = SAC(ObsSpec(vector_dim=3), 2, config)
     for step in range(1, 101):
         sac.update(batch, global_step=step)
@@ -113,7 +115,7 @@ def test_awag_term_in_update_matches_hand_computation():
     batch = driving_batch(labelled=0.5)
     # A vanishing critic learning rate keeps Q fixed across the critic step, so the expected
     # AWAG loss can be computed from the networks before the update.
-    config = SacConfig(network=TINY, guidance=("awag",), q_lr=1e-12, policy_frequency=1)
+    config = SacConfig(network=TINY, **switched_on(SacConfig, "awag"), q_lr=1e-12, policy_frequency=1)
     sac = SAC(DRIVING, 2, config)
     with torch.no_grad():
         features = sac.qf.encoder(batch.observations)
@@ -144,9 +146,8 @@ def test_nan_reward_stops_with_the_term_named():
         ("gamma", 1.5),
         ("tau", 0.0),
         ("batch_size", 0),
-        ("awag_max_weight", 0.5),
-        ("vmr_form", "cubic"),
-        ("awag_schedule", "exp"),
+        ("advisor_action_eps", 1.0),
+        ("target_features", "pixels"),
     ],
 )
 def test_out_of_range_hyperparameter_names_the_field(field, value):
@@ -155,8 +156,10 @@ def test_out_of_range_hyperparameter_names_the_field(field, value):
 
 
 def test_unknown_guidance_and_algorithm_are_named():
-    with pytest.raises(ValueError, match="'pvp'"):
-        SacConfig(guidance=("pvp",))
+    with pytest.raises(TypeError, match="'pvp'"):
+        SacConfig(pvp=True)
+    with pytest.raises(TypeError, match=r"SacConfig\.awag: expected a Awag .*got tuple"):
+        SacConfig(awag=("awag",))
     with pytest.raises(ValueError, match="'td3'"):
         parse_algorithm("td3")
     with pytest.raises(ValueError, match="'ddpg'"):
@@ -235,7 +238,7 @@ def test_td_target_of_a_terminal_transition_is_its_reward_plus_the_attached_bonu
     # dones = 1 ⇒ target = r (+ h·b with the CLIP bonus); a learner that bootstraps through
     # terminated, or leaves the bonus out of the TD reward, gets a different loss.
     torch.manual_seed(0)
-    sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, guidance=guidance))
+    sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, **switched_on(SacConfig, *guidance)))
     batch = terminal_batch()
     q1, q2, _, _ = critic_values(sac, batch)
     target = batch.rewards + (batch.has_clip * batch.clip_bonus if guidance else 0.0)
@@ -250,7 +253,7 @@ def test_td_target_of_a_terminal_transition_is_its_reward_plus_the_attached_bonu
 @pytest.mark.parametrize(("step", "coef"), [(0, 1.0), (100_000, 0.5), (200_000, 0.0)])
 def test_vmr_enters_the_critic_loss_scaled_by_its_schedule(step, coef):
     torch.manual_seed(0)
-    sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, guidance=("vmr",)))
+    sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, **switched_on(SacConfig, "vmr")))
     batch = terminal_batch()
     q1, q2, q1_advisor, q2_advisor = critic_values(sac, batch)
     h = batch.has_advisor
@@ -266,7 +269,7 @@ def test_vmr_enters_the_critic_loss_scaled_by_its_schedule(step, coef):
 def test_vmr_after_its_schedule_ends_leaves_the_critic_update_unchanged():
     def critic_after_update(guidance: tuple[str, ...], step: int) -> list[torch.Tensor]:
         torch.manual_seed(0)
-        sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, guidance=guidance))
+        sac = SAC(VECTOR3, 2, SacConfig(network=SMALL, **switched_on(SacConfig, *guidance)))
         sac.update(terminal_batch(), global_step=step)
         return [p.detach().clone() for p in sac.qf.parameters()]
 
@@ -290,7 +293,8 @@ def test_awag_enters_the_actor_loss_scaled_by_its_coefficient(schedule, step, co
     # (AWAG is an actor term), so the actor losses differ by exactly c(t) · L_AWAG.
     def actor_logs(guidance: tuple[str, ...]) -> dict[str, float]:
         torch.manual_seed(0)
-        config = SacConfig(network=SMALL, guidance=guidance, awag_coef=0.5, awag_schedule=schedule, policy_frequency=1)
+        config = SacConfig(network=SMALL, **switched_on(SacConfig, *guidance, awag={"coef": 0.5, "schedule": schedule}),
+                           policy_frequency=1)
         sac = SAC(VECTOR3, 2, config)
         torch.manual_seed(1)
         return sac.update(terminal_batch(), global_step=step)
@@ -307,7 +311,8 @@ def test_awag_clips_advisor_actions_on_the_bound_before_log_prob():
     # clip(aᵛ, ±(1 − ε)); atanh(±1) = ±inf would stop the run.
     torch.manual_seed(0)
     eps = 1e-2
-    config = SacConfig(network=SMALL, guidance=("awag",), q_lr=1e-12, policy_frequency=1, awag_action_eps=eps)
+    config = SacConfig(network=SMALL, **switched_on(SacConfig, "awag"), q_lr=1e-12, policy_frequency=1,
+                       advisor_action_eps=eps)
     sac = SAC(VECTOR3, 2, config)
     batch = terminal_batch(advisor_bound=1.0)
     assert batch.advisor_actions.abs().max().item() == 1.0

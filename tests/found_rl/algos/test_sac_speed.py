@@ -17,6 +17,7 @@ from found_rl.algos.sac import SAC, SacConfig
 from found_rl.models.encoders import network_preset
 from found_rl.models.observation import ObsSpec
 from found_rl.storage.replay import ReplayBuffer
+from tests.guidance_terms import switched_on
 
 SPEC = ObsSpec(bev_shape=(15, 48, 48), state_dim=10)
 
@@ -49,7 +50,7 @@ def contiguous(batch):
 
 def sac(**options) -> SAC:
     torch.manual_seed(0)
-    options = {"guidance": ("vmr", "awag"), **options}
+    options = {**switched_on(SacConfig, "vmr", "awag"), **options}
     return SAC(SPEC, 2, SacConfig(batch_size=32, network=network_preset("cpu"), **options))
 
 
@@ -116,7 +117,7 @@ def test_online_encoder_targets_read_the_online_features(replay_and_batch):
     loss = torch.nn.functional.mse_loss(q1_now, target) + torch.nn.functional.mse_loss(q2_now, target)
     before.qf.zero_grad()
     loss.backward()  # the TD part of the critic gradient; VMR adds its own term on top
-    vmr_free = sac(target_features="online_encoder", guidance=())
+    vmr_free = sac(target_features="online_encoder", **switched_on(SacConfig, vmr={}, awag={}))
     vmr_free.qf.load_state_dict(before.qf.state_dict())
     vmr_free.qf_target.load_state_dict(before.qf_target.state_dict())
     vmr_free.actor.load_state_dict(before.actor.state_dict())

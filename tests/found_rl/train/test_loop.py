@@ -156,7 +156,7 @@ def test_drqv2_trains_with_guidance_and_its_policy_loads(tmp_path):
     trainer = Trainer(config, tmp_path / "run", show_progress=False)
     result = trainer.run()
     assert result.updates > 0 and result.label_coverage > 0.5
-    assert trainer.learner.config.awag_schedule == "drqv2_cosine"  # DrQ-v2's own default kept
+    assert trainer.learner.config.awag.schedule == "drqv2_cosine"  # DrQ-v2's own default kept
     assert load_policy(tmp_path / "run" / "policy.pt").spec.algo == "drqv2"
 
 
