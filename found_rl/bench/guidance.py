@@ -15,7 +15,9 @@ All variants collect their warm-up with uniform random actions, so the curves di
 guidance alone. Runs are scheduled ``--jobs`` at a time. A run counts only once its training
 loop recorded that it used up its budget (``finished.json``); any other run under ``--out`` is
 resumed with ``found-rl train --resume`` (or started again when it stopped before its first
-checkpoint), so a benchmark stopped at any point is finished by running it again.
+checkpoint), so a benchmark stopped at any point is finished by running it again. Runs that
+fail (or exit without using up their budget) are listed each with its run folder, exit code and
+log, and the command exits 4: a child's failure, reported as such, not as a bug of the benchmark.
 
 The report reads each run's own folder (its ``config.yaml`` and ``evaluations.jsonl``, never
 the benchmark's flags) and aligns every variant on one set of marks, the evaluation marks every
