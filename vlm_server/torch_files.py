@@ -1,13 +1,16 @@
 """Reading a ``torch.save`` file the user names, telling a damaged file from a failure of ours.
 
 ``torch.load`` raises several types for a file that is truncated, corrupt or of another format
-(``pickle.UnpicklingError``, ``EOFError``, ``RuntimeError`` from its zip reader), and the same
-``RuntimeError`` for unrelated failures. Only the first kind is the user's to fix; anything else
-keeps its type and traceback.
+(``pickle.UnpicklingError``, ``EOFError``, ``UnicodeDecodeError``, ``OSError`` EINVAL and
+``RuntimeError`` from its zip reader; found by cutting and flipping bytes of a saved file), and
+the same ``RuntimeError`` and ``OSError`` for unrelated failures. Only the first kind is the
+user's to fix; anything else keeps its type and traceback. (A flipped byte inside the pickled
+data can make the unpickler raise nearly any type; those are not guessed at and stay loud.)
 """
 
 from __future__ import annotations
 
+import errno
 import pickle
 import zipfile
 from pathlib import Path
@@ -19,6 +22,8 @@ from vlm_server.errors import MissingPathError
 
 DAMAGED_FILE_MARKERS = (
     "PytorchStreamReader failed",  # the zip reader: truncated, no central directory, missing records
+    'hasRecord("version")',  # a zip without torch's records
+    "inline_container.cc",  # the zip reader's own checks of the archive's layout
     "Invalid magic number",  # the legacy format's header
     "Invalid protocol version",
 )
@@ -28,7 +33,10 @@ MMAP_NEEDS_ZIP = "mmap can only be used"
 """``torch.load(mmap=True)`` on a file in the legacy (pre-1.6, non-zip) format."""
 
 WEIGHTS_ONLY_REFUSED = "Weights only load failed"
-"""The ``pickle.UnpicklingError`` of a weights-only load meeting objects other than tensors and plain data."""
+"""The ``pickle.UnpicklingError`` of a weights-only load: other objects than tensors and plain data
+("Unsupported global: ..."), or pickled data it cannot parse (a corrupt file)."""
+WEIGHTS_UNPICKLER_ERROR = "WeightsUnpickler error:"
+"""Where torch's message gives the reason, after paragraphs of advice."""
 
 
 class UnreadableTorchFileError(ValueError):
@@ -37,8 +45,10 @@ class UnreadableTorchFileError(ValueError):
 
 def is_damaged_file_error(exc: BaseException) -> bool:
     """Whether ``exc``, raised by ``torch.load``, says the file itself is damaged or of another format."""
-    if isinstance(exc, (pickle.UnpicklingError, EOFError, zipfile.BadZipFile)):
-        return True
+    if isinstance(exc, (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, UnicodeDecodeError)):
+        return True  # UnicodeDecodeError: a corrupt string in the pickled data
+    if isinstance(exc, OSError) and exc.errno == errno.EINVAL:
+        return True  # the zip reader seeking past the end of a truncated file
     if isinstance(exc, RuntimeError):
         text = str(exc)
         return any(marker in text for marker in DAMAGED_FILE_MARKERS) or MMAP_NEEDS_ZIP in text
@@ -73,8 +83,8 @@ def load_torch_file(path: str | Path, what: str, *, weights_only: bool = True, m
     except Exception as exc:
         if not is_damaged_file_error(exc):
             raise
-        reason = first_line(exc)
-        if WEIGHTS_ONLY_REFUSED in reason:
+        reason = _reason(exc)
+        if reason.startswith("Unsupported global"):
             raise UnreadableTorchFileError(
                 f"{what} {path}: holds objects other than tensors and plain data, so it is not a weights file "
                 f"of this kind ({reason})"
@@ -82,6 +92,16 @@ def load_torch_file(path: str | Path, what: str, *, weights_only: bool = True, m
         raise UnreadableTorchFileError(
             f"{what} {path}: cannot be read as a torch file; it is truncated, corrupt or of another format ({reason})"
         ) from None
+
+
+def _reason(exc: BaseException) -> str:
+    """torch's reason in one line: for a weights-only refusal, the unpickler's own line, not the advice around it."""
+    text = str(exc)
+    if WEIGHTS_ONLY_REFUSED in text and WEIGHTS_UNPICKLER_ERROR in text:
+        after = text.split(WEIGHTS_UNPICKLER_ERROR, 1)[1].strip().splitlines()
+        if after:
+            return after[0].strip()
+    return first_line(exc)
 
 
 def first_line(exc: BaseException) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-import pickle
 
 import pytest
 import torch
@@ -40,9 +40,10 @@ def test_a_file_of_another_format_is_the_users(tmp_path, mmap):
 
 def test_a_weights_only_load_of_other_objects_says_so(tmp_path):
     path = tmp_path / "pickled.pt"
-    torch.save({"obj": pickle}, path)  # a module: a weights-only load refuses it
-    with pytest.raises(UnreadableTorchFileError, match="holds objects other than tensors"):
+    torch.save({"obj": argparse.Namespace(a=1)}, path)  # a class instance: a weights-only load refuses it
+    with pytest.raises(UnreadableTorchFileError, match="holds objects other than tensors") as raised:
         load_torch_file(path, "--checkpoint")
+    assert "argparse.Namespace" in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_a_missing_file_and_a_folder_are_the_users(tmp_path):
@@ -72,4 +73,21 @@ def test_any_other_failure_passes_unchanged_with_its_traceback(saved, monkeypatc
 def test_a_file_the_user_cannot_read_is_named(saved):
     saved.chmod(0)
     with pytest.raises(ValueError, match=r"weights\.pt: cannot be read \(Permission denied\)"):
+        load_torch_file(saved, "--checkpoint")
+
+
+def test_a_file_cut_anywhere_is_named_as_the_files(saved):
+    data = saved.read_bytes()
+    for cut in range(0, len(data), 37):
+        saved.write_bytes(data[:cut])
+        with pytest.raises(UnreadableTorchFileError, match="truncated, corrupt or of another format"):
+            load_torch_file(saved, "--checkpoint")
+
+
+@pytest.mark.parametrize("position", [0, 1, -22, -20])
+def test_a_damaged_archive_is_named_as_the_files(saved, position):
+    corrupt = bytearray(saved.read_bytes())
+    corrupt[position] ^= 0xFF  # the zip signatures: first local header, end of the central directory
+    saved.write_bytes(bytes(corrupt))
+    with pytest.raises(UnreadableTorchFileError, match="truncated, corrupt or of another format"):
         load_torch_file(saved, "--checkpoint")
