@@ -73,7 +73,7 @@ def load_torch_file(path: str | Path, what: str, *, weights_only: bool = True, m
     """
     path = Path(path)
     if not path.exists():
-        raise MissingPathError(f"{what} {path}: no such file")
+        raise MissingPathError(f"{what} {path} does not exist")
     if not path.is_file():
         raise ValueError(f"{what} {path}: is not a file")
     try:

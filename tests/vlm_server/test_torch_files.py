@@ -47,7 +47,7 @@ def test_a_weights_only_load_of_other_objects_says_so(tmp_path):
 
 
 def test_a_missing_file_and_a_folder_are_the_users(tmp_path):
-    with pytest.raises(MissingPathError, match=r"--checkpoint .*missing\.pt: no such file") as raised:
+    with pytest.raises(MissingPathError, match=r"--checkpoint .*missing\.pt does not exist") as raised:
         load_torch_file(tmp_path / "missing.pt", "--checkpoint")
     assert isinstance(raised.value, ValueError) and isinstance(raised.value, FileNotFoundError)
     with pytest.raises(ValueError, match="is not a file"):
