@@ -14,8 +14,9 @@ from typing import Any
 import torch
 
 from found_rl.atomic import replaced_atomically
-from found_rl.errors import UserError
+from found_rl.errors import UserError, as_user_error
 from found_rl.models.policy import DrivingPolicy, PolicySpec, build_actor
+from vlm_server.torch_files import load_torch_file
 
 FORMAT = "found-rl-checkpoint"
 FORMAT_VERSION = 1
@@ -59,18 +60,12 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read and validate a checkpoint file.
 
     Raises:
-        FileNotFoundError: if ``path`` does not exist.
-        ValueError: if the file is not a readable found-rl checkpoint (names the path and why).
+        MissingPathError: if ``path`` does not exist.
+        UserError: if the file is truncated, corrupt or not a found-rl checkpoint (names the path
+            and why). Any other failure of ``torch.load`` (out of memory, a bug) keeps its type.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path}: no such file")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # torch raises several types for truncated or foreign files
-        raise UserError(
-            f"checkpoint {path}: cannot be read ({type(exc).__name__}: {exc}); is it truncated or not a checkpoint?"
-        ) from exc
+    with as_user_error():  # the file's own damage; vlm_server never imports found-rl
+        payload = load_torch_file(path, "checkpoint", weights_only=False)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path}: not a found-rl checkpoint (missing format marker {FORMAT!r})")
     if payload.get("format_version") != FORMAT_VERSION:
@@ -84,14 +79,17 @@ def load_policy(path: str | Path, device: torch.device | str = "cpu") -> Driving
     """Rebuild the policy stored in a checkpoint, ready for ``act(obs, deterministic=True)``.
 
     Raises:
-        FileNotFoundError: if ``path`` does not exist.
-        ValueError: if the file is corrupt or its weights do not fit its network spec.
+        MissingPathError: if ``path`` does not exist.
+        UserError: if the file is corrupt, its network spec unreadable or its weights do not fit it.
     """
     payload = read_checkpoint(path)
     try:
         spec = PolicySpec.from_dict(payload["policy_spec"])
-        actor = build_actor(spec)
+    except (KeyError, TypeError, ValueError) as exc:  # a spec this found-rl does not write
+        raise UserError(f"checkpoint {path}: policy_spec is not readable ({type(exc).__name__}: {exc})") from None
+    actor = build_actor(spec)
+    try:
         actor.load_state_dict(payload["policy_state"])
-    except (KeyError, RuntimeError, TypeError) as exc:
-        raise UserError(f"checkpoint {path}: policy does not match its spec ({type(exc).__name__}: {exc})") from exc
+    except (KeyError, RuntimeError) as exc:  # missing, unexpected or misshapen weights
+        raise UserError(f"checkpoint {path}: policy does not match its spec ({type(exc).__name__}: {exc})") from None
     return DrivingPolicy(spec, actor, device)

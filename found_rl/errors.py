@@ -1,19 +1,60 @@
-"""The one exception type for a user's mistake: a bad file, flag, field or request.
+"""The exception types that say whose fault a failure is: the user's, the world's, or a child run's.
 
-``found-rl`` prints a :class:`UserError` as one line naming what to fix and exits 2; any other
-exception is a bug of found-rl and keeps its traceback, with a line asking to report it. Raise
-it where input enters (reading files, parsing flags and config fields, answering HTTP), not
-for internal checks. It is a ``ValueError``, so code catching ``ValueError`` still works.
+``found-rl`` prints each as one line and exits with its code; any other exception is a bug of
+found-rl and keeps its traceback, with a line asking to report it (exit 1). Raise them where
+input enters (reading files, parsing flags and config fields, answering HTTP), not for internal
+checks, and never catch a whole class of built-in errors (every ``FileNotFoundError``) to turn
+it into one of them: a file found-rl itself failed to write is a bug.
+
+Exit codes of ``found-rl``:
+
+====  ==============================================================================
+code  meaning
+====  ==============================================================================
+0     done
+1     a bug in found-rl (the traceback is printed)
+2     the user's mistake (:class:`UserError` and its subclasses; argparse's own too)
+3     something outside found-rl stopped the job (:class:`OutsideFailure`)
+4     child runs found-rl started failed (:class:`ChildRunsFailed`): their logs say why
+130   interrupted (Ctrl-C)
+====  ==============================================================================
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_OUTSIDE = 3
+EXIT_CHILD_FAILED = 4
+EXIT_INTERRUPTED = 130
 
 
 class UserError(ValueError):
-    """A mistake in what the user gave; the message names the file, flag or field to fix."""
+    """A mistake in what the user gave; the message names the file, flag or field to fix.
+
+    It is a ``ValueError``, so code catching ``ValueError`` still works.
+    """
+
+
+class MissingPathError(UserError, FileNotFoundError):
+    """A file or folder the user named does not exist (also a ``FileNotFoundError``)."""
+
+
+class ExistingPathError(UserError, FileExistsError):
+    """A path the user named for new output already exists (also a ``FileExistsError``)."""
+
+
+class NotAFolderError(UserError, NotADirectoryError):
+    """A path the user gave as a folder is a file (also a ``NotADirectoryError``)."""
+
+
+class NotAFileError(UserError, IsADirectoryError):
+    """A path the user gave as a file is a folder (also an ``IsADirectoryError``)."""
 
 
 class OutsideFailure(RuntimeError):
@@ -24,17 +65,65 @@ class OutsideFailure(RuntimeError):
     """
 
 
+@dataclass(frozen=True)
+class FailedChildRun:
+    """One child process found-rl started that did not do its job.
+
+    Attributes:
+        name: what the run is (``guided-s1``).
+        folder: its run folder.
+        exit_code: the child's exit code (negative: killed by that signal); 0 when it exited
+            cleanly without finishing (``reason`` says so).
+        log: the file its output went to.
+        reason: what went wrong, when the exit code alone does not say it.
+    """
+
+    name: str
+    folder: Path
+    exit_code: int
+    log: Path
+    reason: str = ""
+
+    def describe(self) -> str:
+        """One line: the run, its folder, how it ended and where its log is."""
+        if self.exit_code < 0:
+            ended = f"killed by signal {-self.exit_code}"
+        elif self.exit_code == 0:
+            ended = "exited 0"
+        else:
+            ended = f"exited {self.exit_code}"
+        reason = f" ({self.reason})" if self.reason else ""
+        return f"{self.name}: {ended}{reason}; run folder {self.folder}, log {self.log}"
+
+
+class ChildRunsFailed(RuntimeError):
+    """Child runs found-rl started (``bench guidance``'s ``found-rl train`` runs) failed.
+
+    Not a bug of the parent: each child's own log holds its error (a user's mistake or a
+    traceback). ``found-rl`` prints one line per failed run and exits 4.
+    """
+
+    def __init__(self, what: str, failed: Sequence[FailedChildRun]) -> None:
+        self.failed = tuple(failed)
+        lines = [f"{what}: {len(self.failed)} run(s) failed or did not finish:"]
+        lines += [f"  {run.describe()}" for run in self.failed]
+        super().__init__("\n".join(lines))
+
+
 @contextlib.contextmanager
 def as_user_error() -> Iterator[None]:
     """Re-raise a ``ValueError`` of the block as :class:`UserError`.
 
     For calls into vlm_server and fast_sampler that check what the user gave (a checkpoint, a
     model, a server config): those packages never import found-rl, so they report such
-    mistakes as plain ``ValueError``.
+    mistakes as plain ``ValueError`` (a missing path as a ``ValueError`` that is also a
+    ``FileNotFoundError``, which becomes :class:`MissingPathError`). Any other exception of the
+    block, a plain ``FileNotFoundError`` included, passes unchanged.
     """
     try:
         yield
     except UserError:
         raise
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        kind = MissingPathError if isinstance(exc, FileNotFoundError) else UserError
+        raise kind(str(exc)) from None

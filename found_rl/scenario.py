@@ -33,10 +33,18 @@ from pydantic import (
     model_validator,
 )
 
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.package_files import is_package_path, resolve_package_path
 
 NETWORK_SUFFIXES = (".net.xml", ".net.xml.gz", ".xodr")
+
+RUN_CONFIG_FIELDS = frozenset({
+    "scenario", "algorithm", "network", "device", "torch_threads", "seed", "budget", "sampler", "learner",
+    "guidance", "advisor", "evaluation", "checkpoint", "resources",
+})
+"""The top-level fields of a run config (``found_rl.train.config.RunConfig``, which sits levels
+above this module; a test keeps the two equal). A file passed as a scenario is recognised as a
+run config by them, so the error says which file it is and names its scenarios."""
 
 
 def _count_range(value: Any) -> tuple[int, int]:
@@ -349,6 +357,8 @@ def parse_scenario(
         # A user mistake in the file, so ValueError like every other scenario error (CLI exit 2).
         kind = type(data).__name__
         raise UserError(f"{source}: expected a mapping of scenario fields, got {kind}")
+    if is_run_config_data(data):
+        raise UserError(f"{source}: {_run_config_mistake(data, base_dir)}")
     if "source_path" in data:
         raise UserError(
             f"{source}: source_path: unknown field (it is set by the loader)"
@@ -360,6 +370,28 @@ def parse_scenario(
             "\n".join(format_field_error(source, data, e) for e in exc.errors())
         ) from None
     return scenario
+
+
+def is_run_config_data(data: Any) -> bool:
+    """Whether parsed YAML is a run config: a mapping without a ``map`` that has a field only
+    a run config has (``scenario``, ``algorithm``, ``budget``, ...; ``seed`` is both's)."""
+    if not isinstance(data, dict) or "map" in data:
+        return False
+    return bool(set(data) & (RUN_CONFIG_FIELDS - set(Scenario.model_fields)))
+
+
+def _run_config_mistake(data: dict[str, Any], base_dir: Path | None) -> str:
+    """What to say when a run config was passed as a scenario: which file it is, and its scenarios."""
+    named = data.get("scenario")
+    names = [named] if isinstance(named, str) else named if isinstance(named, list) else []
+    names = [str(base_dir / name) if base_dir is not None else name for name in names if isinstance(name, str)]
+    if len(names) > 1:
+        which = f"its scenarios are {', '.join(names)}; pass one of them"
+    elif names:
+        which = f"its scenario is {names[0]}; pass that"
+    else:
+        which = "it names no scenario"
+    return f"is a run config (for `found-rl train`), not a scenario; {which}"
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
@@ -380,7 +412,7 @@ def read_yaml_file(path: Path, what: str) -> Any:
     if path.is_dir():
         raise UserError(f"{path}: is a folder; pass a {what} YAML file")
     if not path.is_file():
-        raise FileNotFoundError(f"{what} file not found: {path}")
+        raise MissingPathError(f"{what} file not found: {path}")
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return serve(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except ValueError as exc:  # the user's mistake (a missing file too: errors.MissingPathError)
         print(f"vlm_server: error: {exc}", file=sys.stderr)
         return 2
 

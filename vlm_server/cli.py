@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import math
 import os
+import socket
 from typing import Any
 
 from pydantic import ValidationError
@@ -217,9 +219,26 @@ def serve(args: argparse.Namespace) -> int:
     )
     try:
         run_server(config)
-    except OSError as exc:  # raised while binding, before anything is served
+    except OSError as exc:
+        if not _is_listen_error(exc, config.port):
+            raise  # not the address: loading a model, a bug; it keeps its traceback
         raise ValueError(
             f"--host/--port: cannot listen on {config.host}:{config.port}: "
             f"{exc.strerror or exc}"
         ) from None
     return 0
+
+
+LISTEN_ERRNOS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
+"""What binding the user's address raises when it is taken or not this machine's."""
+
+
+def _is_listen_error(exc: OSError, port: int) -> bool:
+    """Whether ``exc`` is the answer to binding ``--host``/``--port`` (the user's to change).
+
+    ``run_server`` also loads the models before it binds, so an ``OSError`` from there (a
+    missing weights file, a full disk) must not be reported as the address's fault.
+    """
+    if isinstance(exc, socket.gaierror):  # --host names no address
+        return True
+    return exc.errno in LISTEN_ERRNOS or (exc.errno == errno.EACCES and port < 1024)

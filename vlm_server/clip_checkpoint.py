@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +39,7 @@ from vlm_server.clip_inputs import (
     context_named,
     image_input_named,
 )
+from vlm_server.torch_files import load_torch_file
 
 FORMAT = "found-rl-clip"
 FORMAT_VERSION = 2
@@ -92,33 +91,15 @@ class ClipCheckpoint:
         }
 
 
-def read_torch_file(path: str | Path, what: str) -> Any:
-    """The data of a ``torch.save`` file, loaded on the CPU with weights only (no code runs).
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: a folder, or a file torch cannot read; ``what`` ("CLIP checkpoint", a flag)
-            and the path are named.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{what} {path} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{what} {path}: is not a file")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, OSError) as exc:
-        raise ValueError(f"{what} {path}: cannot be read as a torch file ({_first_line(exc)})") from None
-
-
 def read_checkpoint(path: str | Path) -> ClipCheckpoint:
     """Load and check a checkpoint file (on the CPU).
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: not a found-rl CLIP checkpoint, or a field is missing; the message names the file.
+        MissingPathError: no such file (a ``ValueError`` and a ``FileNotFoundError``).
+        ValueError: truncated or corrupt, not a found-rl CLIP checkpoint, or a field is missing;
+            the message names the file.
     """
-    data = read_torch_file(path, "CLIP checkpoint")
+    data = load_torch_file(path, "CLIP checkpoint")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ValueError(

@@ -9,6 +9,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vlm_server.errors import MissingPathError
+
 
 class BatchingConfig(BaseModel):
     """How one backend's dynamic batcher groups requests."""
@@ -132,7 +134,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"server config {path} does not exist")
+        raise MissingPathError(f"server config {path} does not exist")
     if not path.is_file():
         raise ValueError(f"server config {path}: is not a file")
     try:

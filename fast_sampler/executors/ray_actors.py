@@ -179,7 +179,9 @@ class RayExecutor(Executor):
             except ray.exceptions.RayTaskError as exc:
                 cause = exc.cause if exc.cause is not None else exc
                 status = "lost" if isinstance(cause, EnvLostError) else "error"
-                answers[clip] = (status, str(cause))
+                remote = getattr(exc, "traceback_str", "")  # the actor's traceback, as the process executor forwards it
+                answers[clip] = (status, f"{type(cause).__name__}: {cause}" + (
+                    f"\n--- worker traceback ---\n{remote}" if status == "error" and remote else ""))
             except ray.exceptions.RayActorError as exc:
                 answers[clip] = ("died", type(exc).__name__)
         return answers

@@ -15,7 +15,9 @@ All variants collect their warm-up with uniform random actions, so the curves di
 guidance alone. Runs are scheduled ``--jobs`` at a time. A run counts only once its training
 loop recorded that it used up its budget (``finished.json``); any other run under ``--out`` is
 resumed with ``found-rl train --resume`` (or started again when it stopped before its first
-checkpoint), so a benchmark stopped at any point is finished by running it again.
+checkpoint), so a benchmark stopped at any point is finished by running it again. Runs that
+fail (or exit without using up their budget) are listed each with its run folder, exit code and
+log, and the command exits 4: a child's failure, reported as such, not as a bug of the benchmark.
 
 The report reads each run's own folder (its ``config.yaml`` and ``evaluations.jsonl``, never
 the benchmark's flags) and aligns every variant on one set of marks, the evaluation marks every
@@ -58,7 +60,7 @@ from found_rl.bench.guidance_runs import (
     unequal_seeds,
 )
 from found_rl.cli.argtypes import int_at_least
-from found_rl.errors import UserError
+from found_rl.errors import ChildRunsFailed, FailedChildRun, UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -285,8 +287,12 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, int, list[str]]], i
     return runs, every
 
 
-def _train(scenario: Path, path: Path, overrides: list[str], state: str) -> tuple[int, str]:
-    """``found-rl train`` for one run: resumed from its checkpoint, or (re)started from scratch."""
+def _train(scenario: Path, path: Path, overrides: list[str], state: str) -> tuple[int, Path]:
+    """``found-rl train`` for one run: resumed from its checkpoint, or (re)started from scratch.
+
+    Returns:
+        The child's exit code (negative: killed by that signal) and the log its output went to.
+    """
     import shutil
 
     if state == "restart":  # stopped before its first checkpoint: nothing to resume
@@ -295,8 +301,17 @@ def _train(scenario: Path, path: Path, overrides: list[str], state: str) -> tupl
     command += ["--resume", str(path)] if state == "resume" else ["--run-dir", str(path)]
     for pair in overrides:
         command += ["--set", pair]
-    with open(path.parent / f"{path.name}.log", "a") as log:
-        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode, str(log.name)
+    log_path = path.parent / f"{path.name}.log"
+    with open(log_path, "a") as log:
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode, log_path
+
+
+def _failed_run(variant: str, seed: int, path: Path, code: int, log: Path, is_finished: bool) -> FailedChildRun | None:
+    """How a child run failed, or None when it finished (used up its budget)."""
+    if code == 0 and is_finished:
+        return None
+    reason = "" if code != 0 else "it stopped before using up its budget: no finished.json"
+    return FailedChildRun(f"{variant}-s{seed}", path, code, log, reason)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -307,21 +322,20 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs or max(1, (os.cpu_count() or 2) // 2)
     started = time.perf_counter()
 
-    def one(item: tuple[str, int, list[str]]) -> tuple[str, int, int, str]:
+    def one(item: tuple[str, int, list[str]]) -> FailedChildRun | None:
         variant, seed, overrides = item
         path = run_dir(args.out, variant, seed)
         state = run_state(RunFolder(path), args.budget)
-        code, log = (0, "") if state == "finished" else _train(args.scenario, path, overrides, state)
-        if code == 0 and RunFolder(path).finished_record() is None:
-            code = -1  # exited without using up its budget
-        return variant, seed, code, log
+        if state == "finished":
+            return None
+        code, log = _train(args.scenario, path, overrides, state)
+        return _failed_run(variant, seed, path, code, log, RunFolder(path).finished_record() is not None)
 
     if not args.report_only:
         with ThreadPoolExecutor(jobs) as pool:
-            outcomes = list(pool.map(one, runs))
-        failed = [f"{v}-s{s} (see {log})" for v, s, code, log in outcomes if code != 0]
-        if failed:
-            raise RuntimeError(f"bench guidance: runs failed or did not finish: {', '.join(failed)}")
+            failed = [outcome for outcome in pool.map(one, runs) if outcome is not None]
+        if failed:  # each child's log holds its own error (a user's mistake or a traceback)
+            raise ChildRunsFailed("bench guidance", failed)
     present = [(variant, seed) for variant, seed, _ in runs
                if RunFolder(run_dir(args.out, variant, seed)).config.exists()]
     if not present:

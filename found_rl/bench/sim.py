@@ -38,7 +38,7 @@ from typing import Any
 from found_rl.bench.load import describe_load, load_average, numpy_call_us
 from found_rl.bench.stage_timing import STAGES, Timer, stage_breakdown_ms, stage_timers, timed
 from found_rl.cli.argtypes import finite_float
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 
 TARGET_STEPS_PER_S = 1500.0
 """Env-steps/s with full BEV at 50 vehicles."""
@@ -279,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
     cv2.setNumThreads(1)
     core = "not pinned (--no-pin)" if args.no_pin else _pin_to_one_core()
     if args.scenario == DEFAULT_SCENARIO and not DEFAULT_SCENARIO.is_file():
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"the default scenario {DEFAULT_SCENARIO} ships with the found-rl source tree, not with an "
             "installed wheel; pass --scenario FILE (e.g. scenarios/small_grid.yaml of a clone)"
         )

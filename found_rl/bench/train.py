@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from found_rl.cli.argtypes import int_at_least
+from found_rl.errors import MissingPathError
 
 TARGETS = {"overlap_speedup": 1.6, "advisor_ratio": 0.9, "vlm_advisor_ratio": 0.8, "vlm_budget_coverage": 0.95}
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -156,9 +157,9 @@ def _untrained_vlm(folder: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     if not args.scenario.is_file():
-        raise FileNotFoundError(f"--scenario {args.scenario}: no such file")
+        raise MissingPathError(f"--scenario {args.scenario}: no such file")
     if args.vlm_model is not None and not args.vlm_model.is_dir():
-        raise FileNotFoundError(f"--vlm-model {args.vlm_model}: no such folder")
+        raise MissingPathError(f"--vlm-model {args.vlm_model}: no such folder")
     names = [name for name in CONFIGURATIONS if not (args.skip_vlm and CONFIGURATIONS[name][0] == "vlm")]
     with tempfile.TemporaryDirectory(prefix="found-rl-bench-train-") as folder:
         root = Path(folder)

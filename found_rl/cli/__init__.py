@@ -13,7 +13,16 @@ import sys
 import traceback
 from collections.abc import Collection, Sequence
 
-from found_rl.errors import OutsideFailure, UserError
+from found_rl.errors import (
+    EXIT_BUG,
+    EXIT_CHILD_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OUTSIDE,
+    EXIT_USAGE,
+    ChildRunsFailed,
+    OutsideFailure,
+    UserError,
+)
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -29,14 +38,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "carla": ("found_rl.cli.carla", "start, stop and list supervised CARLA servers"),
 }
 
-EXIT_USAGE = 2
-EXIT_BUG = 1
-EXIT_OUTSIDE = 3
 REPORT_LINE = (
     "found-rl {command}: this is a bug in found-rl, not your mistake; please report it with the traceback above"
 )
-# A user's mistake: ours, or the file system's answer about a path the user gave.
-USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
 
 
 def build_parser(configured: Collection[str] | None = None) -> argparse.ArgumentParser:
@@ -61,12 +65,14 @@ def _command_named(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand.
+    """Parse ``argv`` and run the chosen subcommand; the exit codes are listed in :mod:`found_rl.errors`.
 
-    User mistakes (:class:`~found_rl.errors.UserError`; a missing file, or a file where a folder
-    belongs or the other way round) print one clear line and exit 2, without a traceback; a
-    failure outside found-rl (:class:`~found_rl.errors.OutsideFailure`) prints one line and exits 3;
-    anything else is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
+    A user's mistake (:class:`~found_rl.errors.UserError`, a missing or misplaced path the user
+    named among them) prints one clear line and exits 2, without a traceback; a failure outside
+    found-rl (:class:`~found_rl.errors.OutsideFailure`) prints one line and exits 3; failed child
+    runs (:class:`~found_rl.errors.ChildRunsFailed`) print a line each and exit 4; Ctrl-C exits
+    130. Anything else, a ``FileNotFoundError`` or ``PermissionError`` from found-rl's own files
+    included, is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_named(argv)
@@ -74,15 +80,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)
-    except USER_ERRORS as exc:
+    except UserError as exc:
         print(f"found-rl {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OutsideFailure as exc:
         print(f"found-rl {args.command}: stopped: {exc}", file=sys.stderr)
         return EXIT_OUTSIDE
+    except ChildRunsFailed as exc:
+        print(f"found-rl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_CHILD_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception:
         traceback.print_exc()
         print(REPORT_LINE.format(command=args.command), file=sys.stderr)

@@ -34,6 +34,7 @@ from found_rl.cli.clip_args import (
 )
 from found_rl.cli.clip_report import evaluation_json, print_evaluation
 from found_rl.cli.paths import check_output_dir, check_output_file
+from found_rl.errors import ExistingPathError, MissingPathError
 from vlm_server.clip_inputs import CONTEXTS, DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, OBJECTIVES
 
 SPLITS = ("eval", "other-towns")
@@ -95,9 +96,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     if args.resume and not args.out.is_file():
-        raise FileNotFoundError(f"--resume: {args.out} does not exist; drop --resume to start a new run")
+        raise MissingPathError(f"--resume: {args.out} does not exist; drop --resume to start a new run")
     if not args.resume and args.out.exists():
-        raise FileExistsError(f"--out {args.out}: exists; pass --resume to continue it or choose a new file")
+        raise ExistingPathError(f"--out {args.out}: exists; pass --resume to continue it or choose a new file")
     check_data(args.data)
     logdir = args.logdir or args.out.with_name(args.out.name + ".runs")
     check_output_dir(logdir, "--logdir")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.clip.schedule import DEFAULT_EPOCHS
-from found_rl.errors import UserError, as_user_error
+from found_rl.errors import MissingPathError, UserError, as_user_error
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, IMAGE_INPUTS
 
 if TYPE_CHECKING:  # the CLI imports torch only inside its commands
@@ -78,7 +78,7 @@ def check_data(path: Path) -> None:
     from found_rl.dataset.shards import read_manifest
 
     if not path.is_dir():
-        raise FileNotFoundError(f"--data {path}: no such folder")
+        raise MissingPathError(f"--data {path}: no such folder")
     read_manifest(path)
 
 

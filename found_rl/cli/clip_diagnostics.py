@@ -19,7 +19,7 @@ from found_rl.cli import clip_args
 from found_rl.cli.argtypes import finite_float, int_at_least
 from found_rl.cli.clip_report import evaluation_json, ladder_json, print_evaluation, print_ladder
 from found_rl.cli.paths import check_output_file
-from found_rl.errors import UserError, as_user_error
+from found_rl.errors import ExistingPathError, MissingPathError, UserError, as_user_error
 
 
 def configure(actions: argparse._SubParsersAction) -> None:
@@ -64,7 +64,7 @@ def configure(actions: argparse._SubParsersAction) -> None:
 def run_probe(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     if args.out.exists():
-        raise FileExistsError(f"--out {args.out}: exists; choose a new file")
+        raise ExistingPathError(f"--out {args.out}: exists; choose a new file")
     clip_args.check_data(args.data)
     split_from = _split_checkpoint(args.same_split_as, args.data) if args.same_split_as else None
     from found_rl.clip.data import load_frames, split_by_episode
@@ -128,7 +128,7 @@ def _split_checkpoint(path: Path, data: Path) -> list[int]:
     from vlm_server.clip_checkpoint import read_checkpoint
 
     if not path.is_file():
-        raise FileNotFoundError(f"--same-split-as {path}: no such file")
+        raise MissingPathError(f"--same-split-as {path}: no such file")
     with as_user_error():
         training = read_checkpoint(path).training
     if training.get("data_sha256") != dataset_fingerprint(data):

@@ -14,7 +14,7 @@ import logging
 import time
 from pathlib import Path
 
-from found_rl.errors import UserError
+from found_rl.errors import ExistingPathError, NotAFolderError, UserError
 
 EXIT_INTERRUPTED = 130
 
@@ -56,11 +56,11 @@ def _config_and_folder(args: argparse.Namespace):
     run_dir = args.run_dir or Path("runs") / f"{args.file.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = RunFolder(run_dir)
     if folder.config.exists():
-        raise FileExistsError(
+        raise ExistingPathError(
             f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir}, or pass a new --run-dir"
         )
     if run_dir.exists() and not run_dir.is_dir():
-        raise NotADirectoryError(f"--run-dir {run_dir}: is a file, not a folder")
+        raise NotAFolderError(f"--run-dir {run_dir}: is a file, not a folder")
     return config, folder
 
 

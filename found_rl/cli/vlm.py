@@ -20,7 +20,7 @@ from pathlib import Path
 
 from found_rl.cli.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.vlm.hf_logging import quiet_transformers
 
 DEFAULT_EVAL_FRACTION = 0.1
@@ -191,7 +191,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out")
     _check_data(args.data)
     if not args.model.is_dir():
-        raise FileNotFoundError(f"--model {args.model}: no such folder (a local checkpoint folder is needed)")
+        raise MissingPathError(f"--model {args.model}: no such folder (a local checkpoint folder is needed)")
     method, learning_rate = _method_and_rate(args)
     targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
     config = FinetuneConfig(
@@ -250,7 +250,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     _check_data(args.data)
     if not args.model.is_dir():
-        raise FileNotFoundError(f"--model {args.model}: no such folder")
+        raise MissingPathError(f"--model {args.model}: no such folder")
     card = _advisor_card(args.model)
     eval_fraction, split_seed = _split_settings(args, card)
     all_examples = load_datasets(args.data)
@@ -297,7 +297,7 @@ def _check_data(folders: list[Path]) -> None:
     """Every ``--data`` folder exists, and none is given twice (its samples would count double)."""
     for folder in folders:
         if not folder.is_dir():
-            raise FileNotFoundError(f"--data {folder}: no such folder")
+            raise MissingPathError(f"--data {folder}: no such folder")
     resolved = [folder.resolve() for folder in folders]
     for index, folder in enumerate(resolved):
         if folder in resolved[:index]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from found_rl.dataset.metadata import town_fields
 from found_rl.dataset.shards import MANIFEST_NAME, iter_members, read_manifest
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.world import STEP_S
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES, anchor_captions
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
@@ -211,7 +211,7 @@ def _decode_dataset(
         for shard in shards:
             path = directory / shard["name"]
             if not path.is_file():
-                raise FileNotFoundError(f"shard {path} is listed in the manifest but missing")
+                raise MissingPathError(f"shard {path} is listed in the manifest but missing")
             for key, members in iter_members(path):
                 image, caption_ids[count], episode, step, (town, network) = _decode(path, key, members)
                 episodes[count] = episode

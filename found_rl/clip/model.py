@@ -17,6 +17,7 @@ import torch
 
 from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import anchor_captions
+from vlm_server.backends.hf_checks import is_image_size_failure
 from vlm_server.clip_checkpoint import (
     FORMAT,
     build_model,
@@ -27,6 +28,7 @@ from vlm_server.clip_checkpoint import (
 )
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD
+from vlm_server.torch_files import UnreadableTorchFileError, load_torch_file
 
 _TEXT_TINY = {"context_length": 36, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 2}
 SMALL_CONFIGS: dict[str, dict[str, Any]] = {
@@ -152,13 +154,16 @@ def _freeze_token_embedding(model: torch.nn.Module, model_name: str) -> torch.nn
 
 
 def _is_found_rl_checkpoint(pretrained: str) -> bool:
+    """Whether ``--pretrained`` names a found-rl CLIP checkpoint (else open_clip reads it: a weights
+    file of its own format, or a tag)."""
     path = Path(pretrained)
     if not path.is_file():
         return False
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:
-        return False
+    with as_user_error():  # a file the user cannot read
+        try:
+            data = load_torch_file(path, "--pretrained", weights_only=True, mmap=True)
+        except UnreadableTorchFileError:  # another format: open_clip's to read, or to refuse naming it
+            return False
     return isinstance(data, dict) and data.get("format") == FORMAT
 
 
@@ -189,8 +194,14 @@ def _check_context_length(model_name: str, cfg: dict[str, Any]) -> None:
 
 
 def _check_forward(model_name: str, model: torch.nn.Module, image_size: int, frames: int) -> None:
+    """One pass of a blank image through the image tower: refuse an ``--image-size`` it cannot take.
+
+    Only a size mismatch is the user's; any other failure (out of memory, a bug) keeps its traceback.
+    """
     try:
         with torch.no_grad():
             model.eval().encode_image(torch.zeros(1, 3 * frames, image_size, image_size))
-    except RuntimeError as exc:
+    except (ValueError, RuntimeError) as exc:
+        if not is_image_size_failure(exc):
+            raise
         raise UserError(f"--image-size {image_size}: {model_name} cannot take it ({str(exc)[:200]})") from None

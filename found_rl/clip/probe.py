@@ -30,9 +30,10 @@ from found_rl.clip.evaluate import ANCHOR_GROUPS
 from found_rl.clip.schedule import DEFAULT_EPOCHS, RunLength
 from found_rl.errors import UserError, as_user_error
 from vlm_server.anchors import NUM_ACTIONS, SPEED_PHRASES
-from vlm_server.clip_checkpoint import build_model, read_torch_file, widen_image_stem
+from vlm_server.clip_checkpoint import build_model, widen_image_stem
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, image_input_named
 from vlm_server.clip_preprocess import normalise
+from vlm_server.torch_files import load_torch_file
 
 PROBE_FORMAT = "found-rl-action-probe/1"
 SCORE_BATCH = 256
@@ -162,7 +163,7 @@ def load_probe(path: str | Path, flag: str = "--probe") -> TrainedProbe:
         UserError: not a probe file, or weights that do not fit its config (``flag`` and file named).
     """
     with as_user_error():
-        payload = read_torch_file(path, flag)
+        payload = load_torch_file(path, flag)
     if not isinstance(payload, dict) or payload.get("format") != PROBE_FORMAT:
         raise UserError(f"{flag} {path}: not a `found-rl clip probe --out` file (format {PROBE_FORMAT})")
     config = ProbeConfig(**payload["config"])

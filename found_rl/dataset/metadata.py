@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from found_rl.dataset.shards import read_manifest
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def read_metadata(directory: str | Path, flag: str = "--data") -> list[SampleMet
     for shard in read_manifest(directory)["shards"]:
         path = directory / shard["name"]
         if not path.is_file():
-            raise FileNotFoundError(f"{flag} {directory}: shard {shard['name']} listed in the manifest is missing")
+            raise MissingPathError(f"{flag} {directory}: shard {shard['name']} listed in the manifest is missing")
         with tarfile.open(path, "r") as tar:
             for member in tar:
                 key, _, suffix = member.name.partition(".")

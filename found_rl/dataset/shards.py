@@ -33,7 +33,7 @@ import cv2
 import numpy as np
 
 from found_rl.atomic import replaced_atomically
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_NAME = "found-rl-expert-webdataset"
@@ -270,7 +270,7 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"{path}: no dataset manifest here (is this the folder `expert collect --out` wrote?)"
         )
     manifest = json.loads(path.read_text())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.expert import ExpertDriver
 from found_rl.world import WorldSnapshot
 
@@ -93,7 +93,7 @@ class CheckpointAgent:
 
         checkpoint = Path(path)
         if not checkpoint.is_file():
-            raise FileNotFoundError(f"{flag} checkpoint:{path}: no such checkpoint file")
+            raise MissingPathError(f"{flag} checkpoint:{path}: no such checkpoint file")
         resolved = resolve_device(device)  # before the checkpoint loads
         self.name = f"checkpoint:{path}"
         self.flag = flag

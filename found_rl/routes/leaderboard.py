@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def parse_routes(path: str | Path, town: str | None = None) -> list[RouteSpec]:
     if path.is_dir():
         raise UserError(f"{path}: is a folder; pass a leaderboard route XML file")
     if not path.is_file():
-        raise FileNotFoundError(f"route file not found: {path}")
+        raise MissingPathError(f"route file not found: {path}")
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:

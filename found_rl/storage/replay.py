@@ -13,6 +13,7 @@ overwritten after it too.
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -307,7 +308,7 @@ class ReplayBuffer:
                 arrays: dict[str, Any] = {name: data[name] for name in data.files}
             arrays = {name: value for name, value in arrays.items() if not name.startswith("channels_last_")} | {
                 name: True for name in arrays if name.startswith("channels_last_")}
-        except (OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, EOFError, ValueError, OSError) as exc:  # np.load on a truncated or foreign file
             raise UserError(f"replay buffer {path}: cannot be read ({exc}); is it truncated?") from None
         capacity, num_envs, action_dim, cursor, filled = (int(v) for v in arrays.pop("meta"))
         if (capacity, num_envs, action_dim) != (self.capacity, self.num_envs, self.action_dim):

@@ -24,7 +24,7 @@ import torch
 
 from found_rl.atomic import replaced_atomically
 from found_rl.checkpoint import read_checkpoint, save_checkpoint
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.models.policy import PolicySpec
 from found_rl.storage.replay import ReplayBuffer
 
@@ -74,7 +74,7 @@ def load_run_checkpoint(path: Path) -> dict[str, Any]:
         ValueError: a corrupt checkpoint, one without training state, or a missing replay file.
     """
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"--resume: {path} does not exist; the run stopped before its first checkpoint (start it again)"
         )
     payload = read_checkpoint(path)

@@ -29,9 +29,9 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from found_rl.algos.registry import learner_entry
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 from found_rl.guidance_settings import FiniteFloat, Guidance, GuidanceTerm
-from found_rl.scenario import format_field_error, yaml_problem
+from found_rl.scenario import format_field_error, is_run_config_data, yaml_problem
 from found_rl.train.label_budget import check_rate
 
 REFERENCE_AGENTS = ("still", "throttle", "expert")
@@ -389,7 +389,7 @@ def _read_yaml(path: Path) -> Any:
     if path.is_dir():
         raise UserError(f"{path}: is a folder; pass a scenario or run config YAML file")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingPathError(f"{path}: no such file")
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -421,8 +421,8 @@ def default_run_config(scenario: Path) -> dict[str, Any]:
 
 
 def is_run_config(data: Any) -> bool:
-    """A run config names its scenario; a scenario file has a ``map``."""
-    return isinstance(data, dict) and "scenario" in data and "map" not in data
+    """A run config has a field only run configs have (its ``scenario``, ...); a scenario file has a ``map``."""
+    return is_run_config_data(data)
 
 
 def _resolved(value: Any, base_dir: Path) -> Any:
@@ -473,13 +473,13 @@ def load_run_config(path: Path, overrides: list[str] | None = None) -> RunConfig
     for field, paths in (("scenario", config.scenario), ("evaluation.scenarios", config.evaluation.scenarios)):
         for index, scenario in enumerate(paths):
             if not scenario.is_file():
-                raise FileNotFoundError(f"{source}: {field}[{index}]: {scenario}: no such scenario file")
+                raise MissingPathError(f"{source}: {field}[{index}]: {scenario}: no such scenario file")
             load_scenario(scenario)
     if config.evaluation.suite is not None:
         from found_rl.evaluation.suite import load_suite
 
         if not config.evaluation.suite.is_file():
-            raise FileNotFoundError(f"{source}: evaluation.suite: {config.evaluation.suite}: no such suite file")
+            raise MissingPathError(f"{source}: evaluation.suite: {config.evaluation.suite}: no such suite file")
         load_suite(config.evaluation.suite)
     return config
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import MissingPathError
 from found_rl.train.run_folder import RunFolder, read_jsonl
 
 
@@ -57,7 +58,7 @@ def read_curve(run_dir: Path) -> RunCurve:
     """
     path = RunFolder(run_dir).evaluations_jsonl
     if not path.is_file():
-        raise FileNotFoundError(f"{run_dir}: no evaluations.jsonl; is it a found-rl train run folder?")
+        raise MissingPathError(f"{run_dir}: no evaluations.jsonl; is it a found-rl train run folder?")
     rows = evaluation_rows(path)
     if not rows:
         raise ValueError(f"{path}: holds no evaluation yet")

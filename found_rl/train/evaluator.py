@@ -155,8 +155,8 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
         scenario = scenario.model_copy(update={"routes": routes})
         num_routes = len(parse_routes(routes_path))
         env = DrivingEnv(scenario, render_mode="rgb_array", bev_config=BevConfig(pool=bev_pool))
-    except Exception as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # forwarded whole: the trainer raises it with this traceback
+        conn.send(("error", _describe(exc)))
         return
     conn.send(("ready", num_routes))
     try:
@@ -193,9 +193,14 @@ def _worker_main(conn: Connection, scenario_path: str, routes_path: str, seed: i
                     route_completions=tuple(map(tuple, scores_by_route(results.records, "score_route"))),
                 )))
             except Exception as exc:
-                conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"))
+                conn.send(("error", _describe(exc)))
     finally:
         env.close()
+
+
+def _describe(exc: Exception) -> str:
+    """One summary line first, then the worker's whole traceback (the trainer re-raises it)."""
+    return f"{type(exc).__name__}: {exc}\n--- evaluation worker traceback ---\n{traceback.format_exc()}"
 
 
 class EvaluationWorker:

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from found_rl.atomic import replaced_atomically
-from found_rl.errors import UserError
+from found_rl.errors import ExistingPathError, MissingPathError, NotAFolderError, UserError
 from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences, recorded_config
 
 
@@ -133,9 +133,9 @@ class RunFolder:
             NotADirectoryError: the path is a file.
         """
         if self.root.exists() and not self.root.is_dir():
-            raise NotADirectoryError(f"--run-dir {self.root}: is a file, not a folder")
+            raise NotAFolderError(f"--run-dir {self.root}: is a file, not a folder")
         if self.config.exists():
-            raise FileExistsError(
+            raise ExistingPathError(
                 f"--run-dir {self.root}: already holds a run ({self.config.name}); continue it with "
                 f"--resume {self.root}, or pass a new --run-dir"
             )
@@ -151,7 +151,7 @@ class RunFolder:
             ValueError: the stored config is not YAML.
         """
         if not self.config.is_file():
-            raise FileNotFoundError(f"--resume {self.root}: no run here ({self.config.name} is missing)")
+            raise MissingPathError(f"--resume {self.root}: no run here ({self.config.name} is missing)")
         try:
             data = yaml.safe_load(self.config.read_text())
         except yaml.YAMLError as exc:

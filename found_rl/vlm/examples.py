@@ -19,7 +19,7 @@ import numpy as np
 from found_rl.dataset.metadata import town_fields
 from found_rl.dataset.shards import read_manifest
 from found_rl.dataset.text import IMAGE_TOKEN
-from found_rl.errors import UserError
+from found_rl.errors import MissingPathError, UserError
 
 SPLITS = ("train", "eval", "all", "other-towns")
 """``other-towns`` scores every sample, like ``all``, and checks that none of its road networks
@@ -83,7 +83,7 @@ def load_chat_examples(directory: str | Path) -> list[ChatExample]:
     for shard in manifest["shards"]:
         path = directory / shard["name"]
         if not path.is_file():
-            raise FileNotFoundError(f"--data {directory}: shard {shard['name']} listed in the manifest is missing")
+            raise MissingPathError(f"--data {directory}: shard {shard['name']} listed in the manifest is missing")
         examples.extend(_read_shard(path))
     if not examples:
         raise UserError(

@@ -13,6 +13,7 @@ import pytest
 
 from fast_sampler import (
     CarlaLikeEnv,
+    ClipError,
     EnvFactoryError,
     FastSampler,
     InProcessExecutor,
@@ -220,3 +221,33 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _deep_inside_the_env(action: np.ndarray) -> None:
+    raise KeyError("lane_id")
+
+
+class _BrokenStepEnv(CarlaLikeEnv):
+    """An env with a bug: its step raises from a helper."""
+
+    def step(self, action):
+        return _deep_inside_the_env(action)
+
+
+@pytest.mark.parametrize("kind", ["process", "in-process"])
+def test_a_step_that_raises_is_forwarded_with_the_envs_own_traceback(stepping, kind) -> None:
+    import traceback
+
+    fns = [functools.partial(_BrokenStepEnv)]
+    executor = ProcessExecutor(fns, timeout_s=30) if kind == "process" else InProcessExecutor(fns)
+    try:
+        executor.reset({0: 0})
+        with pytest.raises(ClipError, match=r"clip 0: step raised KeyError: 'lane_id'") as info:
+            stepping.step_executor(executor, {0: np.zeros(2)})
+    finally:
+        executor.close()
+    if kind == "process":  # the worker's traceback travels in the message
+        assert "--- worker traceback ---" in str(info.value) and "_deep_inside_the_env" in str(info.value)
+    else:  # the env's own exception is the cause, with its frames
+        frames = traceback.extract_tb(info.value.__cause__.__traceback__)
+        assert frames[-1].name == "_deep_inside_the_env"

@@ -7,6 +7,7 @@ import torch
 from found_rl.algos.ppo import PPO, PpoConfig
 from found_rl.algos.sac import SAC, SacConfig
 from found_rl.checkpoint import load_policy, read_checkpoint, save_checkpoint
+from found_rl.errors import UserError
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 
@@ -68,12 +69,20 @@ def test_missing_checkpoint_names_the_path(tmp_path):
         load_policy(tmp_path / "nope.pt")
 
 
-def test_corrupt_checkpoint_names_the_path(tmp_path):
+@pytest.mark.parametrize("kept", [0, 100, -200])
+def test_a_truncated_checkpoint_is_the_users_naming_the_path(tmp_path, kept):
     path = tmp_path / "broken.pt"
     sac = SAC(DRIVING, 2, SacConfig(network=TINY))
     save_checkpoint(path, sac.policy_spec, sac.actor.state_dict())
-    path.write_bytes(path.read_bytes()[:100])
-    with pytest.raises(ValueError, match=r"broken\.pt"):
+    path.write_bytes(path.read_bytes()[:kept])
+    with pytest.raises(UserError, match=r"checkpoint .*broken\.pt: cannot be read as a torch file; it is truncated"):
+        load_policy(path)
+
+
+def test_corrupt_checkpoint_names_the_path(tmp_path):
+    path = tmp_path / "broken.pt"
+    path.write_bytes(b"these are not the bytes of a torch file")
+    with pytest.raises(UserError, match=r"broken\.pt"):
         load_policy(path)
     other = tmp_path / "other.pt"
     torch.save({"weights": 1}, other)
@@ -86,3 +95,29 @@ def test_policy_refuses_observations_of_the_wrong_layout(tmp_path):
     policy = load_policy(save_checkpoint(tmp_path / "p.pt", sac.policy_spec, sac.actor.state_dict()))
     with pytest.raises(ValueError, match="observation"):
         policy.act(np.zeros((2, 10), np.float32))
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [torch.OutOfMemoryError("CUDA out of memory"), RuntimeError("an internal bug"), MemoryError()],
+)
+def test_a_failure_of_loading_that_is_not_the_files_keeps_its_type(tmp_path, monkeypatch, failure):
+    path = tmp_path / "ok.pt"
+    sac = SAC(DRIVING, 2, SacConfig(network=TINY))
+    save_checkpoint(path, sac.policy_spec, sac.actor.state_dict())
+
+    def load(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(torch, "load", load)
+    with pytest.raises(type(failure)) as raised:
+        read_checkpoint(path)
+    assert not isinstance(raised.value, UserError)
+
+
+def test_weights_that_do_not_fit_the_spec_are_the_users(tmp_path):
+    sac = SAC(DRIVING, 2, SacConfig(network=TINY))
+    state = {key: value[..., :1] if value.ndim else value for key, value in sac.actor.state_dict().items()}
+    path = save_checkpoint(tmp_path / "misfit.pt", sac.policy_spec, state)
+    with pytest.raises(UserError, match=r"misfit\.pt: policy does not match its spec"):
+        load_policy(path)

@@ -359,3 +359,9 @@ def test_sumo_expert_driving_raises_no_false_infractions(quick_scenario):
                 driver.reset()
     finally:
         env.close()
+
+
+def test_a_run_config_given_as_the_scenario_says_so_and_names_its_scenarios():
+    quickstart = Path(found_rl.__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+    with pytest.raises(ValueError, match=r"quickstart\.yaml: is a run config .*its scenarios are .*small_grid\.yaml"):
+        gymnasium.make("found_rl/Driving-v0", scenario=str(quickstart))

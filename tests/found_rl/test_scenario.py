@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from found_rl.errors import UserError
 from found_rl.scenario import load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -192,3 +193,31 @@ def test_backend_and_map_kind_must_agree():
         }
     )
     assert carla.map.town == "Town01"
+
+
+def test_a_run_config_passed_as_a_scenario_is_named_with_its_scenarios():
+    with pytest.raises(UserError) as error:
+        load_scenario(SCENARIOS / "quickstart.yaml")
+    message, quickstart = str(error.value), SCENARIOS / "quickstart.yaml"
+    assert message.startswith(f"{quickstart}: is a run config (for `found-rl train`), not a scenario")
+    named = ", ".join(str(SCENARIOS / name) for name in ("small_grid.yaml", "small_spider.yaml", "small_random.yaml"))
+    assert f"its scenarios are {named}; pass one of them" in message
+    assert "unknown field" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("scenario: town.yaml\nalgorithm: ppo\n", "its scenario is <dir>/town.yaml; pass that"),
+        ("algorithm: sac\nbudget: {env_steps: 10}\n", "it names no scenario"),
+    ],
+)
+def test_any_run_config_shape_is_recognised(tmp_path, text, expected):
+    with pytest.raises(UserError, match="is a run config") as error:
+        load_scenario(write(tmp_path, text))
+    assert expected.replace("<dir>", str(tmp_path)) in str(error.value)
+
+
+def test_a_scenario_with_a_run_config_field_is_still_a_scenario_with_that_field_named(tmp_path):
+    with pytest.raises(UserError, match="algorithm: unknown field"):
+        load_scenario(write(tmp_path, "map: {generate: {type: grid}}\nalgorithm: sac\n"))

@@ -227,3 +227,24 @@ def test_port_in_use_exits_2_naming_the_port(capsys):
         code = main(["--advisor", "fixed-cost", "--port", str(port)])
     err = capsys.readouterr().err
     assert code == 2 and f"--host/--port: cannot listen on 127.0.0.1:{port}" in err
+
+
+def test_an_os_error_while_loading_a_model_is_not_blamed_on_the_port(monkeypatch, capsys):
+    from vlm_server import app
+    from vlm_server.__main__ import main
+
+    def load_fails(config):  # run_server loads the models before it binds
+        raise OSError(5, "Input/output error", "/models/weights.safetensors")
+
+    monkeypatch.setattr(app, "run_server", load_fails)
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        main(["--advisor", "fixed-cost"])
+    assert raised.traceback[-1].name == "load_fails"
+    assert "cannot listen" not in capsys.readouterr().err
+
+
+def test_a_missing_config_file_exits_2_in_one_line(capsys, tmp_path):
+    from vlm_server.__main__ import main
+
+    assert main(["--config", str(tmp_path / "server.yaml")]) == 2
+    assert capsys.readouterr().err == f"vlm_server: error: server config {tmp_path / 'server.yaml'} does not exist\n"

@@ -5,11 +5,12 @@ import copy
 import json
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")  # optional extra: found-rl[hf]
 
 from vlm_server.app import create_app
-from vlm_server.backends.hf_checks import ADVISOR_CARD
+from vlm_server.backends.hf_checks import ADVISOR_CARD, check_image_size
 from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
 from vlm_server.images import encode_image
 
@@ -102,3 +103,53 @@ def test_processor_without_chat_template_is_named_with_the_fix(tiny_llava):
     processor.chat_template = None
     with pytest.raises(ValueError, match=r"no chat template.*chat_template.jinja"):
         HuggingFaceAdvisor(processor=processor, model=tiny_llava[1]).load()
+
+
+class _Inputs(dict):
+    def to(self, device):
+        return self
+
+
+class _FailingModel:
+    """A model whose forward pass raises ``failure``; its config says its tower takes 32 px."""
+
+    device = "cpu"
+
+    def __init__(self, failure):
+        self.failure = failure
+        self.config = type("Config", (), {"vision_config": type("Vision", (), {"image_size": 32})()})()
+
+    def __call__(self, **inputs):
+        raise self.failure
+
+
+def _processor(text, images, return_tensors):
+    return _Inputs(pixel_values=None)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ValueError("Image features and image tokens do not match: tokens: 4, features 9"),
+        RuntimeError("The size of tensor a (10) must match the size of tensor b (5) at non-singleton dimension 1"),
+    ],
+)
+def test_only_an_image_size_failure_is_blamed_on_the_bev_size(failure):
+    with pytest.raises(ValueError, match=r"model m: its processor cannot take 48x48 BEV images \(its vision tower is "
+                                         r"built for 32x32 px\)") as raised:
+        check_image_size(_processor, _FailingModel(failure), (48, 48), "prompt", "m")
+    assert raised.value.__cause__ is None  # one line for the user: the size, not transformers' internals
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        RuntimeError("Input type (float) and bias type (c10::BFloat16) should be the same"),
+        KeyError("pixel_values"),
+    ],
+)
+def test_any_other_failure_of_the_pass_keeps_its_type_and_traceback(failure):
+    with pytest.raises(type(failure)) as raised:
+        check_image_size(_processor, _FailingModel(failure), (48, 48), "prompt", "m")
+    assert raised.value is failure and "cannot take" not in str(raised.value)

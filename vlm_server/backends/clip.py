@@ -36,6 +36,7 @@ from vlm_server.backends.base import ClipItem, ClipResult
 from vlm_server.clip_checkpoint import check_compatible, load_model, read_checkpoint, text_tokenizer
 from vlm_server.clip_inputs import DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, context_named, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, normalise, resize_area
+from vlm_server.errors import MissingPathError
 from vlm_server.running_stats import RunningMoments
 
 logger = logging.getLogger(__name__)
@@ -92,10 +93,10 @@ class OpenClipScorer:
         if image_size is not None and image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {image_size}")
         if model_config_path is not None and not Path(model_config_path).is_file():
-            raise FileNotFoundError(f"model_config_path {model_config_path} does not exist")
+            raise MissingPathError(f"model_config_path {model_config_path} does not exist")
         if checkpoint is not None:
             if not Path(checkpoint).is_file():
-                raise FileNotFoundError(f"checkpoint {checkpoint} does not exist")
+                raise MissingPathError(f"checkpoint {checkpoint} does not exist")
             if pretrained not in (None, DEFAULT_PRETRAINED):
                 raise ValueError(
                     f"give checkpoint or pretrained, not both (checkpoint={checkpoint}, pretrained={pretrained!r})"

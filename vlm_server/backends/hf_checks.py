@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vlm_server.errors import MissingPathError
+
 ADVISOR_CARD = "found_rl_advisor.json"
 """Written beside a fine-tuned model: ``{"image_hw": [H, W], ...}``, the BEV size it was trained on."""
 
@@ -33,7 +35,7 @@ def check_image_text_to_text(model_path: str | Path, trust_remote_code: bool = F
     path = Path(model_path).expanduser()
     if not path.exists():
         if str(model_path).startswith(("/", ".", "~")):
-            raise FileNotFoundError(f"model {model_path}: no such folder")
+            raise MissingPathError(f"model {model_path}: no such folder")
         return
     if not (path / "config.json").is_file():
         raise ValueError(
@@ -105,12 +107,33 @@ def vision_image_size(model: Any) -> int | None:
     return int(size) if isinstance(size, int) else None
 
 
+IMAGE_SIZE_MISMATCH_MARKERS = (
+    "must match the size of tensor",  # position embeddings added to another number of patches
+    "Kernel size can't be greater than actual input size",  # a convolution stem fed a too-small image
+)
+"""Texts of the ``RuntimeError`` torch raises when a vision tower is fed an image of a size it cannot take."""
+
+
+def is_image_size_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a processor and vision tower read one image, says its size does not fit.
+
+    A ``ValueError`` is the models' own input check (transformers: "Image features and image
+    tokens do not match", "Input image size (48*48) doesn't match model (32*32)"); a
+    ``RuntimeError`` counts only with a shape-mismatch text, so running out of memory or a dtype
+    bug is never blamed on the image.
+    """
+    if isinstance(exc, ValueError):
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in IMAGE_SIZE_MISMATCH_MARKERS)
+
+
 def check_image_size(processor: Any, model: Any, image_hw: tuple[int, int], prompt_text: str, model_path: Any) -> None:
     """Run one forward pass on a blank ``image_hw`` image; refuse the model if it cannot take it.
 
     A processor that does not resize (or resizes to a size the vision tower was not built for)
     turns the BEV into the wrong number of patches; transformers then fails on the first
-    request with a message about image tokens. Failing at load names both sizes instead.
+    request with a message about image tokens. Failing at load names both sizes instead. Any
+    other failure of the pass (out of memory, a dtype bug) is raised as it is, with its traceback.
 
     Raises:
         ValueError: naming the model, the BEV size and, when known, the size the model expects.
@@ -125,7 +148,9 @@ def check_image_size(processor: Any, model: Any, image_hw: tuple[int, int], prom
         ).to(model.device)
         with torch.inference_mode():
             model(**inputs)
-    except Exception as exc:  # any failure here means: this model cannot read such images
+    except (ValueError, RuntimeError) as exc:
+        if not is_image_size_failure(exc):
+            raise
         expected = vision_image_size(model)
         built_for = f" (its vision tower is built for {expected}x{expected} px)" if expected else ""
         reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__

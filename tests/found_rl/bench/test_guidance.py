@@ -231,3 +231,29 @@ def test_the_noisy_verdict_needs_the_advisor_to_have_answered(tmp_path, capsys, 
     assert report["noisy_budget_coverage"] == coverage
     _print_report(report)
     assert f"noisy_verdict: {says}" in capsys.readouterr().out
+
+
+def test_failed_child_runs_are_reported_as_such_with_folder_exit_code_and_log(tmp_path, capsys, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance
+
+    out = tmp_path / "out"
+    codes = {"plain-s0": 1, "plain-s1": -9, "guided-s0": 0, "guided-s1": 2}
+
+    def train(command, stdout, stderr):  # no child writes finished.json: none used up its budget
+        name = Path(command[command.index("--run-dir") + 1]).name
+        stdout.write(f"{name}: what the child printed\n")
+        return subprocess.CompletedProcess(command, codes[name])
+
+    monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
+    code, err = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2")
+    assert code == 4, err
+    assert "Traceback" not in err and "bug in found-rl" not in err
+    assert "bench guidance: 4 run(s) failed or did not finish" in err
+    for name, ended in [("plain-s0", "exited 1"), ("plain-s1", "killed by signal 9"), ("guided-s1", "exited 2"),
+                        ("guided-s0", "exited 0 (it stopped before using up its budget: no finished.json)")]:
+        log = out / f"{name}.log"
+        assert f"{name}: {ended}; run folder {out / name}, log {log}" in err, err
+        assert log.read_text() == f"{name}: what the child printed\n"

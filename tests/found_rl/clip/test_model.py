@@ -36,3 +36,25 @@ def test_small_configs_train_with_a_fixed_token_embedding(micro_model):
 def test_bad_model_choices_are_named(name, pretrained, size, message):
     with pytest.raises(ValueError, match=message):
         create_clip_model(name, pretrained, size)
+
+
+class _Tower(torch.nn.Module):
+    def __init__(self, failure):
+        super().__init__()
+        self.failure = failure
+
+    def encode_image(self, images):
+        raise self.failure
+
+
+def test_an_image_size_the_tower_cannot_take_is_the_users():
+    failure = RuntimeError("The size of tensor a (50) must match the size of tensor b (37) at dimension 1")
+    with pytest.raises(clip_model.UserError, match=r"--image-size 100: ViT-B-16 cannot take it"):
+        clip_model._check_forward("ViT-B-16", _Tower(failure), 100, 1)
+
+
+@pytest.mark.parametrize("failure", [torch.OutOfMemoryError("out of memory"), RuntimeError("a dtype bug")])
+def test_any_other_failure_of_the_tower_keeps_its_traceback(failure):
+    with pytest.raises(type(failure)) as raised:
+        clip_model._check_forward("ViT-B-16", _Tower(failure), 224, 1)
+    assert raised.value is failure

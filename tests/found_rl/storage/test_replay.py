@@ -334,3 +334,16 @@ def test_n_step_sampling_refuses_a_missing_gamma():
         buffer.sample(4, np.random.default_rng(0), n_step=3)
     with pytest.raises(ValueError, match="n_step"):
         buffer.sample(4, np.random.default_rng(0), n_step=0)
+
+
+@pytest.mark.parametrize("kept", [0, 40, -40])
+def test_a_truncated_replay_file_is_named_as_the_users(tmp_path, kept):
+    from found_rl.errors import UserError
+
+    buffer = ReplayBuffer(16, VECTOR, action_dim=1)
+    fill_episode(buffer, episode=0, length=3, ending="truncated")
+    path = tmp_path / "replay.npz"
+    buffer.save(path)
+    path.write_bytes(path.read_bytes()[:kept])
+    with pytest.raises(UserError, match=r"replay buffer .*replay\.npz: cannot be read"):
+        ReplayBuffer(16, VECTOR, action_dim=1).load(path)
