@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from found_rl.argtypes import int_at_least
 from found_rl.bench.guidance_runs import (
     RunRecord,
     common_budget,
@@ -57,7 +58,6 @@ from found_rl.bench.guidance_runs import (
     run_state,
     unequal_seeds,
 )
-from found_rl.cli.argtypes import int_at_least
 from found_rl.errors import UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 

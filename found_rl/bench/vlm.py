@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.errors import UserError
 
 BATCH_SIZES = (1, 4, 32)

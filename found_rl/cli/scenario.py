@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from found_rl.argtypes import SEED, int_at_least
 from found_rl.atomic import replaced_atomically
-from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_file
 from found_rl.errors import UserError
 
