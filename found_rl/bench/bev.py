@@ -13,8 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from found_rl.argtypes import finite_float
 from found_rl.bench.load import describe_load, load_average, numpy_call_us
-from found_rl.cli.argtypes import finite_float
 
 if TYPE_CHECKING:
     from found_rl.bev.config import BevConfig

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from found_rl.argtypes import int_at_least
 from found_rl.bench.guidance_runs import (
     RunRecord,
     common_budget,
@@ -59,7 +60,6 @@ from found_rl.bench.guidance_runs import (
     run_state,
     unequal_seeds,
 )
-from found_rl.cli.argtypes import int_at_least
 from found_rl.errors import ChildRunsFailed, FailedChildRun, UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 

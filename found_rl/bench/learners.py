@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 
 SAC_TARGET = -200.0
 PPO_TARGET = 475.0

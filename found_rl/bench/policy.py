@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 
 TARGETS: dict[str, dict[str, float]] = {
     "roach": {"fps_b1": 1_000.0, "fps_b64": 5_000.0},

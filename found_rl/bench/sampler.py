@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from found_rl.cli.argtypes import SEED, finite_float
+from found_rl.argtypes import SEED, finite_float
 from found_rl.errors import UserError
 
 SAMPLERS = ("single", "per_clip_reset", "global_reset", "fast")

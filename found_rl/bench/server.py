@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.errors import UserError
 
 TINY_CLIP_NAME = "found-rl-bench-tiny-clip"

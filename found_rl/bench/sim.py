@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from found_rl.argtypes import finite_float
 from found_rl.bench.load import describe_load, load_average, numpy_call_us
 from found_rl.bench.stage_timing import STAGES, Timer, stage_breakdown_ms, stage_timers, timed
-from found_rl.cli.argtypes import finite_float
 from found_rl.errors import MissingPathError, UserError
 
 TARGET_STEPS_PER_S = 1500.0

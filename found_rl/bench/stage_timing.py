@@ -75,7 +75,8 @@ def stage_timers(env: Any) -> Iterator[dict[str, Timer]]:
     hazards_module, tracker_update = env_module.hazards, RouteTracker.update
     simulation = getattr(getattr(backend, "_libsumo", None), "simulation", None)
     sumo_step = getattr(simulation, "step", None)
-    has_snapshot = callable(getattr(backend, "_snapshot", None))
+    reader = getattr(backend, "_reader", None)  # the SUMO backend's SnapshotReader
+    has_snapshot = callable(getattr(reader, "read", None))
     hazard_names = ("affecting_light", "affecting_stop_sign", "leading_vehicle", "walkers_in_path")
     inner.backend = _Timed(backend, "step", timers["backend"])
     inner.renderer = _Timed(renderer, "render", timers["render"])
@@ -87,7 +88,7 @@ def stage_timers(env: Any) -> Iterator[dict[str, Timer]]:
     if sumo_step is not None:
         simulation.step = timed(sumo_step, timers["sumo_step"])
     if has_snapshot:
-        backend._snapshot = timed(backend._snapshot, timers["snapshot_read"])
+        reader.read = timed(reader.read, timers["snapshot_read"])
     try:
         yield timers
     finally:
@@ -96,7 +97,7 @@ def stage_timers(env: Any) -> Iterator[dict[str, Timer]]:
         if sumo_step is not None:
             simulation.step = sumo_step
         if has_snapshot:
-            del backend._snapshot
+            del reader.read
 
 
 def stage_breakdown_ms(timers: dict[str, Timer], step_s: float, steps: int, cpu: bool = False) -> dict[str, float]:

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import int_at_least
+from found_rl.argtypes import int_at_least
 from found_rl.errors import MissingPathError
 
 TARGETS = {"overlap_speedup": 1.6, "advisor_ratio": 0.9, "vlm_advisor_ratio": 0.8, "vlm_budget_coverage": 0.95}

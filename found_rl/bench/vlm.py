@@ -9,9 +9,12 @@ the server's prompt cache does not flatter it). The levels run twice: with the s
 then beside a real training run (``found-rl train`` of ``--training-scenario``, 4 clips, advisor
 none, stopped by its PID after the measurement), which is what the advisor competes with for
 the cores when a run spawns it. The server's CPU use (cores, from ``/proc``) is reported per level.
-Without ``--model`` the model is the tiny random LLaVA of ``found_rl.vlm.tiny`` (pipeline
-cost, not a real VLM's); its answers never parse, so every reply is a well-formed "unparseable
-answer" and the decoder always runs ``--max-new-tokens``.
+Without ``--model`` the model is the LLaVA ``found-rl vlm init --preset tiny`` builds (the
+advisor tokenizer, random weights; pipeline cost, not a real VLM's), saved without its
+"untrained" advisor card so that LoRA may be timed on it too: with
+``--max-new-tokens`` of at least its 11 answer tokens the server decodes it through the answer
+template (every reply parses), with fewer by plain ``generate`` (replies are well-formed
+"unparseable answer"s of ``--max-new-tokens`` tokens).
 """
 
 from __future__ import annotations
@@ -28,17 +31,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.errors import UserError
 
 BATCH_SIZES = (1, 4, 32)
+DEFAULT_PRESET = "tiny"
+"""The ``vlm init`` preset measured without ``--model``."""
 TRAINING_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "small_grid.yaml"
 LOADS = ("train", "none")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: few steps and requests")
-    parser.add_argument("--model", type=Path, help="local image-text-to-text checkpoint (default: the tiny LLaVA)")
+    parser.add_argument(
+        "--model", type=Path, help="local image-text-to-text checkpoint (default: a random vlm init --preset tiny)"
+    )
     parser.add_argument("--device", default="cpu", help="torch device for fine-tuning and serving")
     parser.add_argument(
         "--methods", default="lora,full", help="fine-tuning methods to time (lora, full; none: serving only)"
@@ -92,12 +99,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[str, Any]:
-    from found_rl.vlm.tiny import build_tiny_vlm, write_tiny_dataset
+    from found_rl.dataset.synthetic import write_synthetic_dataset
 
-    model = args.model.resolve() if args.model else build_tiny_vlm(tmp / "tiny-model")
+    model = args.model.resolve() if args.model else default_model(tmp / "model")
     finetune_rows = []
     if methods:  # the serving rows need no data
-        data = write_tiny_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
+        data = write_synthetic_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
         finetune_rows = [_finetune_row(method, model, data, tmp / f"run-{method}", args) for method in methods]
     serve_rows = [asyncio.run(_serve_row(batch, model, args)) for batch in BATCH_SIZES]
     if args.beside == "train":
@@ -105,7 +112,7 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
             serve_rows += [{**asyncio.run(_serve_row(batch, model, args)), "beside_training": True}
                            for batch in BATCH_SIZES]
     report = {
-        "model": str(args.model) if args.model else "tiny random LLaVA (found_rl.vlm.tiny)",
+        "model": str(args.model) if args.model else f"random vlm init --preset {DEFAULT_PRESET}",
         "device": args.device,
         "torch_threads": args.torch_threads,
         "advisor_options": list(args.advisor_option),
@@ -119,6 +126,15 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
     rate = {row["max_batch_size"]: row["requests_per_s"] for row in serve_rows if not row.get("beside_training")}
     report["serve_batching_speedup"] = rate[32] / rate[1] if rate.get(1) else float("nan")
     return report
+
+
+def default_model(directory: Path) -> Path:
+    """Save the random LLaVA of ``vlm init --preset`` :data:`DEFAULT_PRESET` to ``directory`` (no advisor card)."""
+    from found_rl.vlm.advisor_tokenizer import CHAT_TEMPLATE, advisor_tokenizer
+    from found_rl.vlm.scratch import PRESETS, build_llava
+
+    build_llava(directory, advisor_tokenizer(), PRESETS[DEFAULT_PRESET], CHAT_TEMPLATE)
+    return directory
 
 
 def _finetune_row(method: str, model: Path, data: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from found_rl.cli.argtypes import finite_float, int_at_least
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.errors import UserError
 
 

@@ -19,8 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.cli import clip_diagnostics
-from found_rl.cli.argtypes import finite_float, int_at_least
 from found_rl.cli.clip_args import (
     add_device_flags,
     add_run_length_flags,

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from found_rl.cli.argtypes import SEED, finite_float, int_at_least
+from found_rl.argtypes import SEED, finite_float, int_at_least
 from found_rl.clip.schedule import DEFAULT_EPOCHS
 from found_rl.errors import MissingPathError, UserError, as_user_error
 from vlm_server.clip_inputs import DEFAULT_IMAGE_INPUT, IMAGE_INPUTS

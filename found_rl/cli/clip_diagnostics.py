@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from found_rl.argtypes import finite_float, int_at_least
 from found_rl.cli import clip_args
-from found_rl.cli.argtypes import finite_float, int_at_least
 from found_rl.cli.clip_report import evaluation_json, ladder_json, print_evaluation, print_ladder
 from found_rl.cli.paths import check_output_file
 from found_rl.errors import ExistingPathError, MissingPathError, UserError, as_user_error

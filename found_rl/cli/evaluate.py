@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from found_rl.cli.argtypes import SEED, int_at_least
+from found_rl.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
 from found_rl.errors import UserError
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from found_rl.cli.argtypes import SEED, finite_float, int_at_least
+from found_rl.argtypes import SEED, finite_float, int_at_least
 from found_rl.cli.paths import check_output_dir, check_output_file
 from found_rl.errors import UserError
 

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from found_rl.argtypes import SEED, int_at_least
 from found_rl.atomic import replaced_atomically
-from found_rl.cli.argtypes import SEED, int_at_least
 from found_rl.cli.paths import check_output_file
 from found_rl.errors import UserError
 
@@ -103,7 +103,6 @@ def _world(path: Path, *, map_only: bool = False):
     from found_rl.maps import build_network, read_network
     from found_rl.routes import RoutePlanner
     from found_rl.scenario import load_scenario, parse_scenario
-    from found_rl.world.frames import SumoFrame
 
     if map_only and path.is_file():
         data = yaml.safe_load(path.read_text())
@@ -118,10 +117,7 @@ def _world(path: Path, *, map_only: bool = False):
         )
     net_path = build_network(scenario.map)
     net = read_network(net_path)
-    planner = RoutePlanner(
-        net, SumoFrame(tuple(float(v) for v in net.getLocationOffset()))
-    )
-    return scenario, net_path, net, planner
+    return scenario, net_path, net, RoutePlanner.of_network(net)
 
 
 def _episode_limit(scenario: Scenario) -> str:
@@ -136,17 +132,9 @@ def _episode_limit(scenario: Scenario) -> str:
 
 
 def _plan_routes(scenario, planner):
-    from found_rl.routes import parse_routes
-
     if scenario.routes.file is None:
         return []
-    routes = []
-    for spec in parse_routes(scenario.routes.file, scenario.routes.town):
-        try:
-            routes.append(planner.plan(spec))
-        except ValueError as exc:
-            raise UserError(f"{scenario.routes.file}: {exc}") from None
-    return routes
+    return planner.plan_file(scenario.routes.file, scenario.routes.town)
 
 
 def _file_kind(path: Path) -> str:
@@ -341,6 +329,7 @@ def run_import_town(args: argparse.Namespace) -> int:
 
     from found_rl.maps import build_network, read_network
     from found_rl.maps.opendrive import ImportReport
+    from found_rl.routes import RoutePlanner
     from found_rl.scenario import parse_scenario
     from found_rl.sim.sumo.world_checks import world_warnings
 
@@ -373,7 +362,7 @@ def run_import_town(args: argparse.Namespace) -> int:
     scenario = parse_scenario(data, source=str(args.out), base_dir=folder)
     net_path = build_network(scenario.map)
     net = read_network(net_path)
-    planned = _plan_routes(scenario, _world_planner(net))
+    planned = _plan_routes(scenario, RoutePlanner.of_network(net))
     report = ImportReport.load(net_path)
     for line in world_warnings(scenario, net_path, net):
         print(f"{args.out}: warning: {line}", file=sys.stderr)
@@ -392,9 +381,3 @@ def run_import_town(args: argparse.Namespace) -> int:
     )
     return 0
 
-
-def _world_planner(net):
-    from found_rl.routes import RoutePlanner
-    from found_rl.world.frames import SumoFrame
-
-    return RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))

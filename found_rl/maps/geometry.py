@@ -109,7 +109,7 @@ def _junction_road_polygons(net) -> list[np.ndarray]:
 
 def extract_map_geometry(net, net_path: Path) -> MapGeometry:
     """Build :class:`MapGeometry` (CARLA frame) from a sumolib network read with internal lanes."""
-    frame = SumoFrame(tuple(net.getLocationOffset()))
+    frame = SumoFrame.of_network(net)
     road, solid, broken, sidewalks, crossings = [], [], [], [], []
     lanes: dict[str, Lane] = {}
     for edge in net.getEdges():

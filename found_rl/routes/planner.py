@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from found_rl.actions import RoadOption
 from found_rl.errors import UserError
 from found_rl.routes.densifier import LaneSpan, RouteSampling, arc_length, slice_polyline
-from found_rl.routes.leaderboard import RouteSpec
+from found_rl.routes.leaderboard import RouteSpec, parse_routes
 from found_rl.world import Route
 from found_rl.world.frames import SumoFrame
 
@@ -65,6 +66,25 @@ class RoutePlanner:
             [self.lane_length(lane.getID()) for lane in self.drivable_lanes]
         )
         self._start_lane_p = lengths / lengths.sum()
+
+    @classmethod
+    def of_network(cls, net, sampling: RouteSampling | None = None) -> RoutePlanner:
+        """The planner of a sumolib network (read with internal lanes), in the network's own frame."""
+        return cls(net, SumoFrame.of_network(net), sampling)
+
+    def plan_file(self, path: str | Path, town: str | None = None) -> list[Route]:
+        """Every route of a leaderboard route file (``town``'s, when given), planned on this network.
+
+        Raises:
+            UserError: a route this network cannot drive, naming the file, route and waypoint.
+        """
+        routes = []
+        for spec in parse_routes(path, town):
+            try:
+                routes.append(self.plan(spec))
+            except ValueError as exc:
+                raise UserError(f"{path}: {exc}") from None
+        return routes
 
     # ----------------------------------------------------------------------------- geometry
     def shape(self, lane_id: str) -> np.ndarray:

@@ -104,10 +104,8 @@ def _draw_routes(scenario: Scenario, count: int, seed: int) -> list[Any]:
     from found_rl.maps import build_network, read_network
     from found_rl.routes import RoutePlanner
     from found_rl.routes.generate import draw_routes
-    from found_rl.world.frames import SumoFrame
 
-    net = read_network(build_network(scenario.map))
-    planner = RoutePlanner(net, SumoFrame(tuple(float(v) for v in net.getLocationOffset())))
+    planner = RoutePlanner.of_network(read_network(build_network(scenario.map)))
     length = float(scenario.routes.random_length_m or 150.0)
     routes, _ = draw_routes(planner, np.random.default_rng(seed), count, length)
     return routes

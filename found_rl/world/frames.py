@@ -41,6 +41,11 @@ class SumoFrame:
 
     net_offset: tuple[float, float] = (0.0, 0.0)
 
+    @classmethod
+    def of_network(cls, net) -> SumoFrame:
+        """The frame of a sumolib network (its ``location/@netOffset``)."""
+        return cls(tuple(float(v) for v in net.getLocationOffset()))
+
     def to_carla_xy(self, xy_sumo: np.ndarray) -> np.ndarray:
         """``(..., 2)`` SUMO network points to CARLA world points."""
         xy = np.asarray(xy_sumo, dtype=np.float64)

@@ -1,6 +1,7 @@
 """Fixtures for the advisor server tests: config and image factories, tiny open_clip and LLaVA models.
 
-Helpers are fixtures (not imports) so the tests work under any pytest import mode.
+Helpers are fixtures (not imports) so the tests work under any pytest import mode; the tiny
+LLaVA is the one all tests share (``tests/tiny_vlm.py``).
 """
 
 from __future__ import annotations
@@ -31,23 +32,6 @@ TINY_CLIP_CONFIG = {
         "layers": 1,
     },
 }
-LLAVA_CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }} : {% for c in m['content'] %}"
-    "{% if c['type'] == 'image' %}<image> {% else %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}"
-    "{% if add_generation_prompt %}assistant : {% endif %}"
-)
-LLAVA_ANSWER_WORDS = [
-    "{",
-    "}",
-    '"throttle"',
-    '"steer"',
-    '"brake"',
-    ":",
-    ",",
-    "0.5",
-    "-0.2",
-    "0.0",
-]
 
 
 def _server_config(**overrides) -> ServerConfig:
@@ -106,80 +90,9 @@ def tiny_clip_scorer(tiny_clip_config_path):
 
 
 @pytest.fixture(scope="session")
-def tiny_llava():
-    """``(processor, model)``: random 1-layer LLaVA (CLIP vision + Llama), 64-word tokenizer, 32 px images."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-        PreTrainedTokenizerFast,
-    )
+def tiny_llava(tmp_path_factory):
+    """``(processor, model)``: the tests' tiny random LLaVA (``tests/tiny_vlm.py``: character
+    tokenizer, 32 px images), loaded from the folder it was saved to, as the server loads one."""
+    from tests.tiny_vlm import build_tiny_vlm, load_tiny_vlm
 
-    words = [
-        "<unk>",
-        "<pad>",
-        "<s>",
-        "</s>",
-        "<image>",
-        "user",
-        "assistant",
-        *LLAVA_ANSWER_WORDS,
-    ]
-    words += [f"w{i}" for i in range(64 - len(words))]
-    tokenizer = Tokenizer(
-        models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>")
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        unk_token="<unk>",
-        pad_token="<pad>",
-        bos_token="<s>",
-        eos_token="</s>",
-        extra_special_tokens={"image_token": "<image>"},
-    )
-    vision = CLIPVisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=16,
-    )
-    text = LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=1,
-        bos_token_id=2,
-        eos_token_id=3,
-    )
-    config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_index=4,
-        vision_feature_layer=-1,
-    )
-    torch.manual_seed(0)
-    model = LlavaForConditionalGeneration(config).eval()
-    processor = LlavaProcessor(
-        image_processor=CLIPImageProcessor(
-            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
-        ),
-        tokenizer=fast,
-        patch_size=16,
-        vision_feature_select_strategy="full",
-        chat_template=LLAVA_CHAT_TEMPLATE,
-        num_additional_image_tokens=0,
-    )
-    return processor, model
+    return load_tiny_vlm(build_tiny_vlm(tmp_path_factory.mktemp("tiny-llava") / "model"))

@@ -13,6 +13,7 @@ import numpy as np
 from found_rl.errors import UserError
 from found_rl.sim.sumo.spawn_safety import EgoEnvelope
 
+EGO_ID = "ego"
 EGO_TYPE = "found_rl_ego"
 VEHICLE_PREFIX = "veh"
 WALKER_PREFIX = "walker"

@@ -51,7 +51,7 @@ def test_the_report_has_answers_per_s_alone_and_beside_training(monkeypatch, tmp
 
     monkeypatch.setattr(vlm, "TrainingLoad", FakeTraining)
     monkeypatch.setattr(vlm, "_serve_row", serve_row)
-    monkeypatch.setattr("found_rl.vlm.tiny.build_tiny_vlm", lambda folder: folder)
+    monkeypatch.setattr(vlm, "default_model", lambda folder: folder)
     args = argparse.Namespace(model=None, beside="train", training_scenario=vlm.TRAINING_SCENARIO, device="cpu",
                               torch_threads=1, advisor_option=[], batch_size=8)
     report = vlm._benchmark(args, [], tmp_path)

@@ -21,8 +21,8 @@ pytest.importorskip("transformers")  # optional extra: found-rl[hf]
 pytest.importorskip("peft")
 
 from found_rl import cli
+from found_rl.dataset.synthetic import write_synthetic_dataset
 from found_rl.vlm.scratch import PRESETS, init_advisor
-from found_rl.vlm.tiny import write_tiny_dataset
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "found_rl" / "evaluation" / "data"
@@ -39,7 +39,7 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from found_rl.vlm.tiny import build_tiny_vlm
+    from tests.tiny_vlm import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -175,7 +175,8 @@ def test_collect_init_finetune_evaluate_serve_and_drive(tmp_path, short_town, ca
         (["init", "--preset", "tiny", "--out", "afile"], "--out afile: is a file"),
         (["init", "--preset", "tiny", "--out", "data"], "--out data: folder is not empty"),
         (["init", "--preset", "huge", "--out", "new"], "--preset: invalid choice: 'huge'"),
-        (["init", "--preset", "tiny", "--out", "new", "--image-px", "40"], "--image-px 40 must be a multiple of --patch-px 16"),
+        (["init", "--preset", "tiny", "--out", "new", "--image-px", "40"],
+         "--image-px 40 must be a multiple of --patch-px 16"),
         (["init", "--preset", "tiny", "--out", "new", "--hidden", "48"], "--hidden must be a multiple of 32"),
         (["init", "--preset", "tiny", "--out", "new", "--layers", "0"], "--layers: expected an int >= 1, got 0"),
         (["evaluate", "--data", "empty", "--model", "MODEL"], "no dataset manifest"),
@@ -188,7 +189,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, tiny_model, monkeypatch, caps
     monkeypatch.chdir(tmp_path)
     Path("empty").mkdir()
     Path("afile").write_text("x")
-    write_tiny_dataset("data", episodes=1, steps=2)
+    write_synthetic_dataset("data", episodes=1, steps=2)
     if "textonly" in argv:
         from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -202,7 +203,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, tiny_model, monkeypatch, caps
 
 
 def test_dataset_without_chat_turns_is_refused_naming_the_sample(tmp_path, tiny_model, capsys, drop_shard_members):
-    data = write_tiny_dataset(tmp_path / "data", episodes=1, steps=2)
+    data = write_synthetic_dataset(tmp_path / "data", episodes=1, steps=2)
     drop_shard_members(data / "shard-000000.tar", ".chat.json")
     code, _, err = run_cli(
         ["vlm", "finetune", "--data", str(data), "--model", str(tiny_model), "--out", str(tmp_path / "run")], capsys

@@ -8,7 +8,6 @@ from found_rl.maps import build_network, read_network
 from found_rl.routes import RoutePlanner, RouteSampling, RouteSpec
 from found_rl.routes.generate import generate_routes, signalised_turns
 from found_rl.scenario import parse_scenario
-from found_rl.world.frames import SumoFrame
 
 
 def planner_for(lanes: int) -> RoutePlanner:
@@ -20,7 +19,7 @@ def planner_for(lanes: int) -> RoutePlanner:
             ).map
         )
     )
-    return RoutePlanner(net, SumoFrame(tuple(net.getLocationOffset())))
+    return RoutePlanner.of_network(net)
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +169,7 @@ def test_generation_needs_signalised_junctions():
             ).map
         )
     )
-    planner = RoutePlanner(net, SumoFrame(tuple(net.getLocationOffset())))
+    planner = RoutePlanner.of_network(net)
     assert (
         signalised_turns(planner, planner.random_spans(np.random.default_rng(0), 200.0))
         == set()

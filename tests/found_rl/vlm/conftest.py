@@ -12,8 +12,8 @@ pytest.importorskip("peft")
 
 @pytest.fixture(scope="session")
 def tiny_vlm_dir(tmp_path_factory) -> Path:
-    """A saved tiny LLaVA (character tokenizer, 32 px vision tower; see ``found_rl.vlm.tiny``)."""
-    from found_rl.vlm.tiny import build_tiny_vlm
+    """A saved tiny LLaVA (character tokenizer, 32 px vision tower; see ``tests/tiny_vlm.py``)."""
+    from tests.tiny_vlm import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm") / "model")
 
@@ -21,14 +21,14 @@ def tiny_vlm_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def expert_data(tmp_path_factory) -> Path:
     """4 episodes x 5 steps of synthetic expert chat samples (192 px BEVs)."""
-    from found_rl.vlm.tiny import write_tiny_dataset
+    from found_rl.dataset.synthetic import write_synthetic_dataset
 
-    return write_tiny_dataset(tmp_path_factory.mktemp("expert") / "data")
+    return write_synthetic_dataset(tmp_path_factory.mktemp("expert") / "data")
 
 
 @pytest.fixture
 def dataset_writer():
-    """``write_tiny_dataset(directory, episodes=4, steps=5, image_px=192, seed=0)``."""
-    from found_rl.vlm.tiny import write_tiny_dataset
+    """``write_synthetic_dataset(directory, episodes=4, steps=5, image_px=192, seed=0)``."""
+    from found_rl.dataset.synthetic import write_synthetic_dataset
 
-    return write_tiny_dataset
+    return write_synthetic_dataset

@@ -133,7 +133,7 @@ def test_text_only_checkpoint_is_refused(expert_data, tmp_path):
 
 
 def test_checkpoint_without_chat_template_is_named_with_the_fix(expert_data, tmp_path):
-    from found_rl.vlm.tiny import build_tiny_vlm
+    from tests.tiny_vlm import build_tiny_vlm
 
     model = build_tiny_vlm(tmp_path / "bare", chat_template=None)
     with pytest.raises(ValueError, match=r"no chat template.*chat_template.jinja"):

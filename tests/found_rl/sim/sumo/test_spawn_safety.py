@@ -8,7 +8,6 @@ import pytest
 from found_rl.actions import Controls
 from found_rl.scenario import load_scenario
 from found_rl.sim.backend import make_backend
-from found_rl.sim.sumo.backend import EGO_ID
 from found_rl.sim.sumo.spawn_safety import (
     BACKGROUND_DECEL_MPS2,
     MARGIN_M,
@@ -17,6 +16,7 @@ from found_rl.sim.sumo.spawn_safety import (
     EgoEnvelope,
     stopping_gap_m,
 )
+from found_rl.sim.sumo.traffic import EGO_ID
 
 BRAKE = Controls(0.0, 0.0, 1.0)
 
