@@ -53,9 +53,10 @@ def final_state(run_dir):
     return payload["policy_state"], state, arrays
 
 
-def kill_at_first_checkpoint(process: subprocess.Popen, run_dir) -> int:
-    """SIGKILL ``process`` (a run with a budget it will not reach) as soon as it has a checkpoint;
-    returns the env steps of that checkpoint."""
+def run_killed_at_first_checkpoint(command: list[str], run_dir, env=None) -> int:
+    """Start ``command`` (a run with a budget it will not reach), SIGKILL it as soon as it has a
+    checkpoint; returns the env steps of that checkpoint."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     checkpoint = run_dir / "checkpoints" / "checkpoint.pt"
     deadline = time.monotonic() + 240
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -63,30 +64,6 @@ def kill_at_first_checkpoint(process: subprocess.Popen, run_dir) -> int:
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     return read_checkpoint(checkpoint)["metadata"]["env_steps"]
-
-
-def run_killed_at_first_checkpoint(command: list[str], run_dir, env=None) -> int:
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return kill_at_first_checkpoint(process, run_dir)
-
-
-class Background:
-    """``found-rl train`` started now, its output in files (several run at once: no pipe fills)."""
-
-    def __init__(self, command: list[str], log_stem, env) -> None:
-        self.out, self.err = log_stem.with_suffix(".stdout"), log_stem.with_suffix(".stderr")
-        with self.out.open("w") as out, self.err.open("w") as err:
-            self.process = subprocess.Popen(command, stdout=out, stderr=err, text=True, env=env)
-
-    def finish(self, timeout: float = 400.0) -> subprocess.CompletedProcess:
-        try:
-            self.process.wait(timeout=timeout)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()  # ours, by its PID
-                self.process.wait()
-        return subprocess.CompletedProcess(self.process.args, self.process.returncode,
-                                           self.out.read_text(), self.err.read_text())
 
 
 @pytest.mark.xdist_group("unguided_resume")  # needs no guided run: another worker may take it
@@ -158,31 +135,22 @@ def guided_runs(tmp_path_factory):
         scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200},
         advisor={"spawn_options": {"model": str(model), "torch_threads": 1}})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
-    runs = {name: root / name for name in ("a", "b", "other_seed")}
-
-    def start(name, seed, rate, *extra):
-        command = train_command(str(config), "--run-dir", str(runs[name]), *GUIDED, "--set", f"seed={seed}",
-                                "--set", f"advisor.label_rate={rate}", *extra)
-        return Background(command, root / name, env)
-
-    # The runs go at once (the suite's other worker and these share the cores: their start-ups,
-    # mostly waits on imports and servers, fill each other's gaps); repeatable labels make
-    # each run's end independent of the load, which is what the tests compare.
-    # The other seed chooses its label rate by the start-up probe (recorded in its config.yaml).
-    started = {"a": start("a", 0, "0.5"), "other_seed": start("other_seed", 1, "auto")}
-    try:
-        killed = start("b", 0, "0.5", "--set", "budget.env_steps=100000")
-        killed_at = kill_at_first_checkpoint(killed.process, runs["b"])
-        started["b"] = Background(train_command("--resume", str(runs["b"]), "--set", "budget.env_steps=300"),
-                                  root / "b-resumed", env)
-        finished = [run.finish() for run in started.values()]
-    finally:
-        for run in started.values():  # after a failure above: none of ours is left running
-            if run.process.poll() is None:
-                run.process.kill()
-                run.process.wait()
-    for done in finished:
+    runs = {}
+    # the other seed chooses its label rate by the start-up probe (recorded in its config.yaml)
+    for name, seed, rate in (("a", 0, "0.5"), ("other_seed", 1, "auto")):
+        done = subprocess.run(train_command(str(config), "--run-dir", str(root / name), *GUIDED, "--set",
+                                            f"seed={seed}", "--set", f"advisor.label_rate={rate}"),
+                              capture_output=True, text=True, timeout=400, env=env)
         assert_ran_clean(done)
+        runs[name] = root / name
+    killed_dir = root / "b"
+    killed_at = run_killed_at_first_checkpoint(
+        train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "seed=0",
+                      "--set", "advisor.label_rate=0.5", "--set", "budget.env_steps=100000"), killed_dir, env)
+    resumed = subprocess.run(train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300"),
+                             capture_output=True, text=True, timeout=400, env=env)
+    assert_ran_clean(resumed)
+    runs["b"] = killed_dir
     return config, runs, env, killed_at
 
 
