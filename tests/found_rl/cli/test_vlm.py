@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
-pytest.importorskip("peft")
+from tests.optional import require
+
+require("transformers", "peft")  # optional extra: found-rl[hf]
+# ruff: noqa: E402 (the imports below come after the check, as after pytest.importorskip)
 
 from found_rl import cli
 from found_rl.vlm.scratch import PRESETS, init_advisor
@@ -175,7 +177,8 @@ def test_collect_init_finetune_evaluate_serve_and_drive(tmp_path, short_town, ca
         (["init", "--preset", "tiny", "--out", "afile"], "--out afile: is a file"),
         (["init", "--preset", "tiny", "--out", "data"], "--out data: folder is not empty"),
         (["init", "--preset", "huge", "--out", "new"], "--preset: invalid choice: 'huge'"),
-        (["init", "--preset", "tiny", "--out", "new", "--image-px", "40"], "--image-px 40 must be a multiple of --patch-px 16"),
+        (["init", "--preset", "tiny", "--out", "new", "--image-px", "40"],
+         "--image-px 40 must be a multiple of --patch-px 16"),
         (["init", "--preset", "tiny", "--out", "new", "--hidden", "48"], "--hidden must be a multiple of 32"),
         (["init", "--preset", "tiny", "--out", "new", "--layers", "0"], "--layers: expected an int >= 1, got 0"),
         (["evaluate", "--data", "empty", "--model", "MODEL"], "no dataset manifest"),
