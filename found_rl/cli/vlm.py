@@ -47,8 +47,12 @@ def _configure_init(parser: argparse.ArgumentParser) -> None:
     sizes.add_argument(
         "--image-px", type=int_at_least(8), help="side the BEV is resized to for the vision tower (small: 64)"
     )
-    sizes.add_argument("--patch-px", type=int_at_least(2), help="vision patch side; (image/patch)^2 image tokens (small: 16)")
-    sizes.add_argument("--hidden", type=int_at_least(32), help="width of both towers, 32 per attention head (small: 128)")
+    sizes.add_argument(
+        "--patch-px", type=int_at_least(2), help="vision patch side; (image/patch)^2 image tokens (small: 16)"
+    )
+    sizes.add_argument(
+        "--hidden", type=int_at_least(32), help="width of both towers, 32 per attention head (small: 128)"
+    )
     sizes.add_argument("--layers", type=int_at_least(1), help="transformer layers of each tower (small: 2)")
     parser.set_defaults(run=run_init)
 

@@ -105,7 +105,9 @@ class ArchitectureChanges:
             changes["patch_px"] = self.patch_px
         if self.hidden is not None:
             if self.hidden % HEAD_PX:
-                raise UserError(f"--hidden must be a multiple of {HEAD_PX} (the width of one attention head), got {self.hidden}")
+                raise UserError(
+                    f"--hidden must be a multiple of {HEAD_PX} (the width of one attention head), got {self.hidden}"
+                )
             heads = self.hidden // HEAD_PX
             changes.update(vision_hidden=self.hidden, text_hidden=self.hidden, vision_heads=heads, text_heads=heads)
         if self.layers is not None:

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
+from found_rl.errors import UserError
 from found_rl.vlm.batches import IGNORE_INDEX, encode_batch
 from found_rl.vlm.config import FinetuneConfig
 from found_rl.vlm.evaluate import evaluate
 from found_rl.vlm.examples import load_chat_examples
 from found_rl.vlm.finetune import Finetuner
-from found_rl.errors import UserError
 from found_rl.vlm.scratch import INIT_MARK, PRESETS, ArchitectureChanges, init_advisor, untrained_card
 from vlm_server.backends.base import AdviseItem
 from vlm_server.backends.hf_checks import ADVISOR_CARD
