@@ -17,8 +17,10 @@ fence, visible in the Markdown source:
 
     <!-- docs-test: skip REASON -->          not run (e.g. an install command); REASON is required
     <!-- docs-test: parse-only REASON -->    each ``found-rl`` command is parsed by the real CLI
-                                             parser and each ``python -m MODULE`` must import;
-                                             nothing runs (records of long benchmark runs)
+                                             parser, each ``found-rl train FILE`` also resolves
+                                             its run config (FILE, its scenarios, --set), and
+                                             each ``python -m MODULE`` must import; nothing runs
+                                             (records of long benchmark runs, long training)
     <!-- docs-test: replace "OLD" "NEW" -->  run the documented short variant: every OLD becomes
                                              NEW (OLD must occur); ``{free_port}`` in NEW is a
                                              free local port
@@ -197,16 +199,21 @@ def run_block(block: CodeBlock, folder: Path) -> subprocess.CompletedProcess[str
 
 
 def check_parses(block: CodeBlock) -> None:
-    """Each ``found-rl`` command parses with the real CLI parser; each ``python -m X`` imports."""
+    """Each ``found-rl`` command parses with the real CLI parser, a ``found-rl train FILE`` resolves
+    its run config as the command would before training; each ``python -m X`` imports."""
     from found_rl.cli import build_parser
 
     parser = build_parser()
     for command in shell_commands(block.text):
         if command[0] == "found-rl":
             try:
-                parser.parse_args(command[1:])
+                args = parser.parse_args(command[1:])
             except SystemExit as exc:
                 raise AssertionError(f"{block.test_id}: {shlex.join(command)} does not parse") from exc
+            if command[1] == "train" and args.file is not None:
+                from found_rl.train.config import load_run_config
+
+                load_run_config(ROOT / args.file, args.overrides)  # paths as from a clone's root
         elif command[:2] == ["python", "-m"] and command[2] not in ("pip", "pytest"):
             assert importlib.util.find_spec(command[2]) is not None, f"{block.test_id}: no module {command[2]}"
 

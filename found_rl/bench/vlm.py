@@ -3,7 +3,7 @@
 Fine-tuning: ``found-rl vlm finetune``'s own loop (LoRA and full) on a synthetic expert dataset
 of 192 px BEVs; tokens/s and samples/s exclude the first step (allocation, lazy init).
 Serving: ``python -m vlm_server --advisor hf`` on the model, started once per ``max_batch_size``
-(1, 4, 32), each driven by the same number of closed-loop clients sending 192 px BEVs, every
+(``--batch-sizes``, default 1, 4, 32), each driven by the same number of closed-loop clients sending 192 px BEVs, every
 request with its own speed and route target (as in training, where no two prompts repeat, so
 the server's prompt cache does not flatter it). The levels run twice: with the server alone,
 then beside a real training run (``found-rl train`` of ``--training-scenario``, 4 clips, advisor
@@ -52,6 +52,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--steps", type=int_at_least(2), default=20, help="fine-tuning steps per method")
     parser.add_argument("--batch-size", type=int_at_least(1), default=8, help="fine-tuning batch size")
+    parser.add_argument(
+        "--batch-sizes", type=batch_sizes, default=BATCH_SIZES, metavar="N,N,...",
+        help="the served max_batch_size levels, one server start each (default 1,4,32); the speedup "
+             "compares the largest with the smallest",
+    )
     parser.add_argument("--clients", type=int_at_least(1), default=32, help="concurrent clients when serving")
     parser.add_argument("--requests", type=int_at_least(1), default=2000, help="request cap per serving level")
     parser.add_argument(
@@ -72,6 +77,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="extra option of the served hf backend, e.g. templated_decoding=false (repeatable)",
     )
     parser.set_defaults(run=run)
+
+
+def batch_sizes(text: str) -> tuple[int, ...]:
+    """``--batch-sizes``: distinct ints >= 1, comma-separated, in the order given."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1 or len(set(sizes)) != len(sizes):
+        raise argparse.ArgumentTypeError(f"expected distinct ints >= 1 separated by commas, got {text!r}")
+    return sizes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,15 +122,16 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
     if methods:  # the serving rows need no data
         data = write_synthetic_dataset(tmp / "data", episodes=8, steps=max(8, args.batch_size), seed=0)
         finetune_rows = [_finetune_row(method, model, data, tmp / f"run-{method}", args) for method in methods]
-    serve_rows = [asyncio.run(_serve_row(batch, model, args)) for batch in BATCH_SIZES]
+    serve_rows = [asyncio.run(_serve_row(batch, model, args)) for batch in args.batch_sizes]
     if args.beside == "train":
         with TrainingLoad(args.training_scenario, tmp / "training"):
             serve_rows += [{**asyncio.run(_serve_row(batch, model, args)), "beside_training": True}
-                           for batch in BATCH_SIZES]
+                           for batch in args.batch_sizes]
     report = {
         "model": str(args.model) if args.model else f"random vlm init --preset {DEFAULT_PRESET}",
         "device": args.device,
         "torch_threads": args.torch_threads,
+        "batch_sizes": list(args.batch_sizes),
         "advisor_options": list(args.advisor_option),
         "finetune": finetune_rows,
         "serve": serve_rows,
@@ -124,7 +141,8 @@ def _benchmark(args: argparse.Namespace, methods: list[str], tmp: Path) -> dict[
         report[f"answers_per_s_b{row['max_batch_size']}{suffix}"] = row["requests_per_s"]
         report[f"load_average_b{row['max_batch_size']}{suffix}"] = row["load_average"]
     rate = {row["max_batch_size"]: row["requests_per_s"] for row in serve_rows if not row.get("beside_training")}
-    report["serve_batching_speedup"] = rate[32] / rate[1] if rate.get(1) else float("nan")
+    low, high = min(args.batch_sizes), max(args.batch_sizes)
+    report["serve_batching_speedup"] = rate[high] / rate[low] if high > low and rate[low] else float("nan")
     return report
 
 
@@ -319,5 +337,8 @@ def _table(report: dict[str, Any]) -> str:
             f"{row['clients']:>8}{row['requests_per_s']:>8.1f}{ratio:>9}{row['mean_batch_size']:>7.1f}"
             f"{row['p50_ms']:>8.0f}{row['p95_ms']:>8.0f}{cores:>7}{load:>6}{row['lost']:>6}"
         )
-    lines += ["", f"served answers/s alone, max batch 32 vs 1: {report['serve_batching_speedup']:.2f}x"]
+    sizes = report["batch_sizes"]
+    if len(sizes) > 1:
+        lines += ["", f"served answers/s alone, max batch {max(sizes)} vs {min(sizes)}: "
+                      f"{report['serve_batching_speedup']:.2f}x"]
     return "\n".join(lines)

@@ -5,9 +5,29 @@
 observation's info, :mod:`labels` carries requests out and answers onto the replay entries,
 :mod:`server` starts an advisor for the run, :mod:`evaluator` evaluates on held-out routes,
 :mod:`checkpointing` saves and resumes, and :mod:`loop` ties them together.
+
+The names below are imported when first used: a command that needs one submodule (``scenario
+check`` reads :mod:`config`, ``eval --suite`` reads :mod:`resources`) does not pay for the
+loop's torch, learners and sampler (about 4 s of start-up).
 """
 
-from found_rl.train.config import RunConfig, load_run_config
-from found_rl.train.loop import Trainer, TrainResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from found_rl.train.config import RunConfig, load_run_config
+    from found_rl.train.loop import Trainer, TrainResult
 
 __all__ = ["RunConfig", "TrainResult", "Trainer", "load_run_config"]
+
+_HOMES = {"RunConfig": "config", "load_run_config": "config", "Trainer": "loop", "TrainResult": "loop"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"found_rl.train.{_HOMES[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

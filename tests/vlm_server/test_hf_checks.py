@@ -7,7 +7,10 @@ import json
 import pytest
 import torch
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
+from tests.optional import require
+
+require("transformers")  # optional extra: found-rl[hf]
+# ruff: noqa: E402 (the imports below come after the check, as after pytest.importorskip)
 
 from vlm_server.app import create_app
 from vlm_server.backends.hf_checks import ADVISOR_CARD, check_image_size

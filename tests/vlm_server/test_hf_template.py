@@ -13,7 +13,9 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
+from tests.optional import require
+
+require("transformers")  # optional extra: found-rl[hf]
 torch = pytest.importorskip("torch")
 
 from vlm_server.answers import parse_answer  # noqa: E402

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
+from tests.optional import require
+
+require("transformers")  # optional extra: found-rl[hf]
+# ruff: noqa: E402 (the imports below come after the check, as after pytest.importorskip)
 
 from vlm_server.backends.base import AdviseItem
 from vlm_server.backends.hf_vlm import HuggingFaceAdvisor

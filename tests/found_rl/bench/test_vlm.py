@@ -14,6 +14,8 @@ from found_rl import cli
         (["--advisor-option", "fast"], "--advisor-option 'fast': expected KEY=VALUE"),
         (["--model", "."], "--model .: not a Hugging Face checkpoint folder"),
         (["--steps", "1"], "argument --steps: expected an int >= 2"),
+        (["--batch-sizes", "1,0"], "argument --batch-sizes: expected distinct ints >= 1 separated by commas"),
+        (["--batch-sizes", "4,4"], "argument --batch-sizes: expected distinct ints >= 1 separated by commas"),
     ],
 )
 def test_bad_settings_exit_2_naming_the_flag(argv, message, capsys):
@@ -53,7 +55,8 @@ def test_the_report_has_answers_per_s_alone_and_beside_training(monkeypatch, tmp
     monkeypatch.setattr(vlm, "_serve_row", serve_row)
     monkeypatch.setattr(vlm, "default_model", lambda folder: folder)
     args = argparse.Namespace(model=None, beside="train", training_scenario=vlm.TRAINING_SCENARIO, device="cpu",
-                              torch_threads=1, advisor_option=[], batch_size=8)
+                              torch_threads=1, advisor_option=[], batch_size=8,
+                              batch_sizes=vlm.BATCH_SIZES)
     report = vlm._benchmark(args, [], tmp_path)
     assert started == [vlm.TRAINING_SCENARIO]
     assert report["answers_per_s_b1"] == 10.0 and report["answers_per_s_b32"] == 320.0
@@ -61,18 +64,23 @@ def test_the_report_has_answers_per_s_alone_and_beside_training(monkeypatch, tmp
     assert {"load_average_b32", "load_average_b32_beside_training", "torch_threads"} <= set(report)
     table = vlm._table(report)
     assert "alone" in table and "train" in table and "1.02x" in table  # 41 / 40 at batch 4
+    assert report["batch_sizes"] == [1, 4, 32] and "max batch 32 vs 1: 32.00x" in table
 
 
 @pytest.mark.slow
-def test_a_quick_run_serves_at_batch_1_4_and_32(capsys):
+def test_a_quick_run_serves_at_each_batch_size_asked_for(capsys):
+    """Two levels (each a server start of about 12 s); the default 1, 4, 32 is the stubbed test's."""
     import json
 
     pytest.importorskip("transformers")
     code = cli.main(["bench", "vlm", "--quick", "--methods", "none", "--beside", "none", "--requests", "24",
-                     "--duration-s", "2", "--clients", "8", "--max-new-tokens", "2", "--json"])
+                     "--duration-s", "2", "--clients", "8", "--max-new-tokens", "2", "--batch-sizes", "1,32",
+                     "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    for batch in (1, 4, 32):
+    for batch in (1, 32):
         assert report[f"answers_per_s_b{batch}"] > 0
         assert f"answers_per_s_b{batch}_beside_training" not in report
+    assert "answers_per_s_b4" not in report and report["batch_sizes"] == [1, 32]
+    assert report["serve_batching_speedup"] > 0
     assert report["torch_threads"] == 1 and report["finetune"] == []

@@ -28,9 +28,16 @@ def carla_root(tmp_path, monkeypatch):
 def test_up_status_down_manage_only_the_servers_found_rl_started(carla_root, capsys):
     registry = carla_root / "servers.json"
     ports = free_ports(1)[0]
-    # A bystander started the same way, by someone else: `down` must leave it running.
+    # A bystander started the same way, by someone else: `down` must leave it running. Its port
+    # is one the kernel handed out (a fixed offset from ours could be taken: the bystander then
+    # exited and the test flaked), away from the ports `up` will take.
+    bystander_port = ports.rpc
+    while ports.rpc - 20 <= bystander_port <= ports.rpc + 40:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            bystander_port = probe.getsockname()[1]
     bystander = subprocess.Popen(
-        ["bash", str(carla_root / "CARLA_0.9.16" / "CarlaUE4.sh"), f"-carla-rpc-port={ports.rpc - 7}"],
+        ["bash", str(carla_root / "CARLA_0.9.16" / "CarlaUE4.sh"), f"-carla-rpc-port={bystander_port}"],
         stdout=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
-pytest.importorskip("peft")
+from tests.optional import require
+
+require("transformers", "peft")  # optional extra: found-rl[hf]
+# ruff: noqa: E402 (the imports below come after the check, as after pytest.importorskip)
 
 from found_rl import cli
 from found_rl.dataset.synthetic import write_synthetic_dataset

@@ -24,3 +24,19 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path):
     with pytest.raises(OSError):
         video.close()
     assert [p.name for p in tmp_path.iterdir()] == ["route.gif"]
+
+
+def test_a_gif_keeps_the_bevs_flat_colours_exact(tmp_path):
+    from PIL import Image
+
+    bev = np.zeros((96, 96, 3), np.uint8)
+    colours = [(0, 0, 0), (128, 128, 128), (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)]
+    for i, colour in enumerate(colours):
+        bev[60 + 6 * i : 66 + 6 * i] = colour  # below the text
+    video = VideoRecorder(tmp_path / "route.gif")
+    video.add(bev, 1.0, 4, np.zeros(2, np.float32))
+    video.close()
+    with Image.open(tmp_path / "route.gif") as gif:
+        frame = np.asarray(gif.convert("RGB"))
+    for i, colour in enumerate(colours):  # upscaled by 2
+        assert (frame[2 * (60 + 6 * i) : 2 * (66 + 6 * i)] == colour).all(), colour

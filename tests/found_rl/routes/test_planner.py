@@ -194,3 +194,22 @@ def test_planned_routes_announce_a_turn_before_the_junction(one_lane):
     assert route_command(route, first_turn - 25, speed_mps=10.0) == RoadOption.LEFT
     late = RoutePlanner(one_lane.net, one_lane.frame, RouteSampling(command_lookahead_m=5.0, command_lookahead_s=0.0))
     assert route_command(late.plan(spec), first_turn - 15, speed_mps=10.0) == RoadOption.LANEFOLLOW
+
+
+def test_neighboring_lanes_is_sumolibs_brute_force_search(two_lanes):
+    """The same lanes, in the same order, at the same distances, as sumolib's own search."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    (x0, y0, x1, y1) = two_lanes.net.getBoundary()
+    points = rng.uniform([x0 - 10, y0 - 10], [x1 + 10, y1 + 10], (60, 2))
+    found = 0
+    for x, y in points:
+        for radius in (0.5, 4.0, 30.0):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Module 'rtree' not available")
+                expected = two_lanes.net.getNeighboringLanes(float(x), float(y), radius, includeJunctions=True)
+            got = two_lanes.neighboring_lanes(float(x), float(y), radius)
+            assert [(lane.getID(), d) for lane, d in got] == [(lane.getID(), d) for lane, d in expected]
+            found += len(got)
+    assert found > 100  # the points do reach lanes, junction lanes included

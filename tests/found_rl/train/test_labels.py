@@ -90,7 +90,9 @@ def run_loop(
             if on_lockstep is not None:
                 on_lockstep(lock_step, replay)
             time.sleep(0.005)  # answers take 30 ms: several lock-steps late
-        deadline = time.monotonic() + 10.0
+        # late answers land now in asynchronous mode; in repeatable mode an answer lands only at its
+        # own lock-step, so the last lag_steps' answers never do (waiting for them idled 10 s)
+        deadline = time.monotonic() + (10.0 if lag_steps is None else 0.0)
         while link.in_flight and time.monotonic() < deadline:
             link.collect(attach, env_steps)
             time.sleep(0.02)

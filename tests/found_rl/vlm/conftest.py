@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
-pytest.importorskip("peft")
+from tests.optional import require
+
+require("transformers", "peft")  # optional extra: found-rl[hf]
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,10 @@ import string
 
 import pytest
 
-pytest.importorskip("transformers")  # optional extra: found-rl[hf]
+from tests.optional import require
+
+require("transformers")  # optional extra: found-rl[hf]
+# ruff: noqa: E402 (the imports below come after the check, as after pytest.importorskip)
 
 from found_rl.dataset.text import chat_answer
 from found_rl.vlm.advisor_tokenizer import CHAT_TEMPLATE, advisor_tokenizer, fixed_phrases
