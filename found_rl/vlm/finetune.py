@@ -182,7 +182,7 @@ class Finetuner:
         self.trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
         self.aux_head: ActionHead | None = None
         self.image_tap: ImageTokenTap | None = None
-        if config.aux_action_weight > 0:  # the head draws its initial weights here, after the model's
+        if config.aux_action_weight > 0:  # seeded above; with W = 0 nothing is drawn, so runs train as before
             projector_name, projector = image_projector(model, config.model)
             self.aux_head = ActionHead(model.config.get_text_config().hidden_size).to(self.device)
             self.image_tap = ImageTokenTap(projector)
