@@ -100,6 +100,15 @@ def _configure_finetune(parser: argparse.ArgumentParser) -> None:
         help="comma-separated leaf names of language-model linear layers",
     )
     parser.add_argument("--freeze-vision", action="store_true", help="with --full: keep the vision tower as it is")
+    parser.add_argument(
+        "--aux-action-weight", type=finite_float(0, inclusive=True), default=0.0,
+        help="with --full: add W x an auxiliary action-classification loss on the image tokens, which "
+        "trains the vision tower directly (0: off; the head stays in the checkpoint, not in model/)",
+    )
+    parser.add_argument(
+        "--vision-warmup-steps", type=int_at_least(0), default=0,
+        help="with --aux-action-weight: the first N steps train the auxiliary loss alone (the decoder waits)",
+    )
     _add_split_flags(parser, defaults=True)
     parser.add_argument("--eval-every", type=int_at_least(0), default=200, help="held-out loss every N steps (0: off)")
     parser.add_argument("--eval-samples", type=int_at_least(1), default=64, help="held-out samples per loss check")
@@ -225,20 +234,25 @@ def run_finetune(args: argparse.Namespace) -> int:
         precision=args.precision,
         gradient_checkpointing=args.gradient_checkpointing,
         trust_remote_code=args.trust_remote_code,
+        aux_action_weight=args.aux_action_weight,
+        vision_warmup_steps=args.vision_warmup_steps,
     )
     quiet_transformers()
     finetuner = Finetuner(config, resume=args.resume, show_progress=not args.no_progress)
     if finetuner.step >= finetuner.total_steps:
         print(f"{args.out}: already trained {finetuner.step} of {finetuner.total_steps} steps; exporting the model")
     summary = finetuner.run()
-    eval_loss = summary.get("eval_answer_loss")
+    answer_loss, eval_loss = summary.get("answer_loss"), summary.get("eval_answer_loss")
+    aux_accuracy = summary.get("eval_aux_action_accuracy")
     if summary["stopped_by"] == "max_minutes":
         limit, steps = args.max_minutes, summary["steps"]
         print(f"stopped at --max-minutes {limit:g} after {steps} of {finetuner.total_steps} steps")
     print(
         f"trained {summary['steps']} steps on {summary['train_samples']} samples "
         f"({len(summary['train_episodes'])} episodes; {summary['eval_samples']} held out): answer loss "
-        f"{summary['answer_loss']:.4f}" + (f", held-out {eval_loss:.4f}" if eval_loss is not None else "")
+        + (f"{answer_loss:.4f}" if answer_loss is not None else "not trained yet (vision warm-up)")
+        + (f", held-out {eval_loss:.4f}" if eval_loss is not None else "")
+        + (f", held-out action-head accuracy {aux_accuracy:.3f}" if aux_accuracy is not None else "")
         + f"; {summary['tokens_per_s']:.0f} tokens/s, {summary['samples_per_s']:.1f} samples/s on {summary['device']}"
     )
     model_dir = args.out / "model"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -15,9 +15,10 @@ METHODS = ("lora", "full")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 RESUME_KEYS = (
     "data", "model", "method", "batch_size", "grad_accum", "learning_rate", "weight_decay",
-    "lora", "freeze_vision", "eval_fraction", "split_seed", "seed",
+    "lora", "freeze_vision", "eval_fraction", "split_seed", "seed", "aux_action_weight", "vision_warmup_steps",
 )
-"""Settings a resumed run must share with the run it continues (``steps`` may grow)."""
+"""Settings a resumed run must share with the run it continues (``steps`` may grow); a run
+recorded before a setting existed reads as that setting's default."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class FinetuneConfig:
         device: ``auto`` (CUDA if present), ``cpu``, ``cuda``, ``cuda:1``...
         precision: ``auto`` (bf16 on a GPU that has it, else fp16; fp32 on CPU) or explicit.
         gradient_checkpointing: trade compute for activation memory.
+        aux_action_weight: weight W of the auxiliary action-classification loss on the image
+            tokens (``found_rl.vlm.aux_action``): loss = answer loss + W x cross-entropy (0: off).
+        vision_warmup_steps: the first N steps train the auxiliary loss alone (the decoder is
+            not run, so the language weights are not touched); the language weights then warm
+            up their learning rate over the schedule's warm-up length. Needs W > 0.
     """
 
     data: str | tuple[str, ...]
@@ -76,6 +82,8 @@ class FinetuneConfig:
     precision: str = "auto"
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
+    aux_action_weight: float = 0.0
+    vision_warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -99,7 +107,29 @@ class FinetuneConfig:
             object.__setattr__(self, "learning_rate", 2e-4 if self.method == "lora" else 1e-5)
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise UserError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+        self._check_aux_action()
 
+    def _check_aux_action(self) -> None:
+        weight, warmup = self.aux_action_weight, self.vision_warmup_steps
+        if not (math.isfinite(weight) and weight >= 0):
+            raise UserError(f"--aux-action-weight must be a finite number >= 0, got {weight}")
+        if warmup < 0:
+            raise UserError(f"--vision-warmup-steps must be >= 0, got {warmup}")
+        if warmup > 0 and weight == 0:
+            raise UserError(
+                f"--vision-warmup-steps {warmup}: only the auxiliary action loss trains during the warm-up, "
+                "and --aux-action-weight is 0; give --aux-action-weight > 0"
+            )
+        if weight > 0 and self.freeze_vision:
+            raise UserError(
+                "--aux-action-weight: the auxiliary loss trains the vision tower, which --freeze-vision keeps "
+                "frozen; drop one of the two"
+            )
+        if weight > 0 and self.method == "lora":
+            raise UserError(
+                "--aux-action-weight: LoRA adapts the language model only and leaves the vision tower frozen, "
+                "so the auxiliary loss would train nothing but its own head; fine-tune with --full"
+            )
 
     @property
     def data_folders(self) -> tuple[str, ...]:
@@ -118,6 +148,16 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
     if precision == "bf16" or (precision == "auto" and torch.cuda.is_bf16_supported()):
         return torch.bfloat16
     return torch.float16
+
+
+def resume_changes(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The ``RESUME_KEYS`` whose values differ between two ``config.json`` records.
+
+    A key missing from ``previous`` (a run recorded before the setting existed) takes the
+    setting's default, so such a run resumes under the default.
+    """
+    defaults = {f.name: f.default for f in fields(FinetuneConfig) if f.default is not MISSING}
+    return [key for key in RESUME_KEYS if previous.get(key, defaults.get(key)) != current.get(key)]
 
 
 def config_json(config: FinetuneConfig) -> dict[str, Any]:

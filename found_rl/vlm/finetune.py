@@ -5,6 +5,7 @@ Run folder (``--out``)::
     config.json         resolved settings (what --resume must match)
     checkpoint.pt       latest training state: trainable weights, optimiser, schedule, RNG, step
     tensorboard/        losses/answer_loss, losses/eval_answer_loss, charts/learning_rate, perf/*
+                        (with --aux-action-weight also losses/aux_action* and losses/eval_aux_action*)
     model/              the servable model: LoRA merged into the weights (or the full model),
                         its processor, and found_rl_advisor.json (the BEV size it was trained on)
     summary.json        steps, why it stopped, training time, final losses, tokens/s and
@@ -16,6 +17,15 @@ further along, so a time-limited run still ends its cosine decay at the limit.
 
 The batch order is a pure function of the seed and the step (a fresh seeded permutation per
 epoch), so a resumed run sees exactly the batches an uninterrupted one would.
+
+With ``aux_action_weight`` W > 0 the loss is answer loss + W x the auxiliary action loss of
+``found_rl.vlm.aux_action`` on the image tokens; its head lives in the checkpoint, not in
+``model/``. During the first ``vision_warmup_steps`` steps only the vision tower (and the
+projector and head) trains: the step runs the image features alone, not the decoder, so the
+language weights get no gradient and the optimiser leaves them as they are (weights, Adam
+moments and step count: a zero-weighted answer loss would instead let weight decay shrink them
+and age their Adam statistics on zero gradients). They then get their own linear learning-rate
+warm-up, as long as the schedule's, starting at the step they join.
 """
 
 from __future__ import annotations
@@ -35,8 +45,9 @@ from found_rl.atomic import replaced_atomically
 from found_rl.dataset.town_overlap import networks_of
 from found_rl.devices import resolve_device
 from found_rl.errors import UserError, as_user_error
+from found_rl.vlm.aux_action import ActionHead, ImageTokenTap, action_loss, action_targets, image_projector
 from found_rl.vlm.batches import count_tokens, encode_batch
-from found_rl.vlm.config import RESUME_KEYS, FinetuneConfig, config_json, resolve_precision
+from found_rl.vlm.config import FinetuneConfig, config_json, resolve_precision, resume_changes
 from found_rl.vlm.examples import load_datasets, split_episodes
 from found_rl.vlm.lora import add_lora, merged
 from found_rl.vlm.scratch import untrained_card
@@ -50,6 +61,19 @@ TAGS = (
     "perf/samples_per_s",
 )
 """TensorBoard tags; the x-axis is the optimiser step."""
+AUX_TAGS = (
+    "losses/aux_action",
+    "losses/aux_action_accuracy",
+    "losses/eval_aux_action",
+    "losses/eval_aux_action_accuracy",
+)
+"""The tags a run with ``aux_action_weight > 0`` adds (a step of the vision warm-up logs no answer loss)."""
+VISION_MARKERS = ("vision", "visual")
+"""A weight whose qualified name holds one of these belongs to the vision tower (``--freeze-vision``)."""
+
+
+def is_vision_tower_weight(name: str) -> bool:
+    return any(marker in name for marker in VISION_MARKERS)
 
 
 def batch_indices(micro_batch: int, batch_size: int, num_examples: int, seed: int) -> list[int]:
@@ -81,6 +105,11 @@ class Finetuner:
         self.image_hw = tuple(int(v) for v in self.train[0].image().shape[:2])
         per_step = config.batch_size * config.grad_accum
         self.total_steps = config.steps or max(1, math.ceil(config.epochs * len(self.train) / per_step))
+        if config.vision_warmup_steps >= self.total_steps:
+            raise UserError(
+                f"--vision-warmup-steps {config.vision_warmup_steps}: the run has {self.total_steps} steps, so the "
+                "language model would never train; give fewer warm-up steps"
+            )
         self.device = resolve_device(config.device)
         self.autocast_dtype = resolve_precision(config.precision, self.device)
         self.step = 0
@@ -100,7 +129,7 @@ class Finetuner:
                 raise UserError(f"--resume: {self.out} holds no fine-tuning run (no config.json); drop --resume")
             previous = json.loads(config_path.read_text())
             current = config_json(self.config)
-            changed = [k for k in RESUME_KEYS if previous.get(k) != current.get(k)]
+            changed = resume_changes(previous, current)
             if changed:
                 raise UserError(
                     f"--resume: {self.out} was trained with other settings ({', '.join(changed)}: "
@@ -143,7 +172,7 @@ class Finetuner:
             model = add_lora(model, config.lora, config.model)
         elif config.freeze_vision:
             for name, parameter in model.named_parameters():
-                if "vision" in name or "visual" in name:
+                if is_vision_tower_weight(name):
                     parameter.requires_grad_(False)
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -151,13 +180,34 @@ class Finetuner:
                 model.enable_input_require_grads()
         self.model = model
         self.trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        self.optimizer = torch.optim.AdamW(
-            self.trainable.values(), lr=config.learning_rate, weight_decay=config.weight_decay
-        )
-        schedule = _warmup_cosine(int(config.warmup_fraction * self.total_steps), self.total_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: schedule(self.schedule_position(step))
-        )
+        self.aux_head: ActionHead | None = None
+        self.image_tap: ImageTokenTap | None = None
+        if config.aux_action_weight > 0:  # seeded above; with W = 0 nothing is drawn, so runs train as before
+            projector_name, projector = image_projector(model, config.model)
+            self.aux_head = ActionHead(model.config.get_text_config().hidden_size).to(self.device)
+            self.image_tap = ImageTokenTap(projector)
+        warmup_steps = int(config.warmup_fraction * self.total_steps)
+        schedule = _warmup_cosine(warmup_steps, self.total_steps)
+
+        def factor(step: int) -> float:
+            return schedule(self.schedule_position(step))
+
+        if config.vision_warmup_steps:
+            vision_side = {n: p for n, p in self.trainable.items()
+                           if is_vision_tower_weight(n) or n.startswith(projector_name + ".")}
+            language = [p for n, p in self.trainable.items() if n not in vision_side]
+            groups = [{"params": [*vision_side.values(), *self.aux_head.parameters()]}, {"params": language}]
+            join, ramp = config.vision_warmup_steps, max(1, warmup_steps)
+
+            def language_factor(step: int) -> float:  # 0 while the decoder waits, then its own warm-up
+                return 0.0 if step < join else factor(step) * min(1.0, (step - join + 1) / ramp)
+
+            factors = [factor, language_factor]
+        else:
+            head = [] if self.aux_head is None else list(self.aux_head.parameters())
+            groups, factors = [{"params": [*self.trainable.values(), *head]}], [factor]
+        self.optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factors)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.autocast_dtype == torch.float16)
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -168,6 +218,10 @@ class Finetuner:
         with torch.no_grad():
             for name, value in state["trainable"].items():
                 self.trainable[name].copy_(value)
+        if self.aux_head is not None:
+            if "aux_head" not in state:
+                raise UserError(f"{self.out / 'checkpoint.pt'}: holds no auxiliary action head to resume")
+            self.aux_head.load_state_dict(state["aux_head"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
@@ -212,23 +266,26 @@ class Finetuner:
                       disable=not self.show_progress) as bar:
                 while self.step < self.total_steps and not self.out_of_time():
                     started = time.perf_counter()
-                    loss, tokens, samples = self._train_step()
+                    losses, tokens, samples = self._train_step()
                     elapsed = time.perf_counter() - started
                     window.add(tokens, samples, elapsed)
                     (total if first.steps else first).add(tokens, samples, elapsed)
                     self.step += 1
-                    self.metrics["answer_loss"] = loss
+                    self.metrics.update(losses)
                     last = self.step == self.total_steps or self.out_of_time()
                     if self.step % config.log_every == 0 or last:
-                        writer.add_scalar("losses/answer_loss", loss, self.step)
+                        for name, value in losses.items():
+                            writer.add_scalar(f"losses/{name}", value, self.step)
                         writer.add_scalar("charts/learning_rate", self.scheduler.get_last_lr()[0], self.step)
                         writer.add_scalar("perf/tokens_per_s", window.tokens_per_s, self.step)
                         writer.add_scalar("perf/samples_per_s", window.samples_per_s, self.step)
-                        bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{window.tokens_per_s:.0f}")
+                        shown = losses.get("answer_loss", losses.get("aux_action", math.nan))
+                        bar.set_postfix(loss=f"{shown:.3f}", tok_s=f"{window.tokens_per_s:.0f}")
                         window = _Throughput()
                     if config.eval_every and self.held_out and (self.step % config.eval_every == 0 or last):
-                        self.metrics["eval_answer_loss"] = self.eval_loss()
-                        writer.add_scalar("losses/eval_answer_loss", self.metrics["eval_answer_loss"], self.step)
+                        for name, value in self.eval_metrics().items():
+                            self.metrics[name] = value
+                            writer.add_scalar(f"losses/{name}", value, self.step)
                     if self.step % config.save_every == 0 or last:
                         self.save_checkpoint()
                     bar.update(1)
@@ -256,26 +313,42 @@ class Finetuner:
         _write_json(self.out / "summary.json", summary)
         return summary
 
-    def _train_step(self) -> tuple[float, int, int]:
-        """One optimiser step over ``grad_accum`` micro-batches: (mean answer loss, input tokens, samples)."""
+    def _train_step(self) -> tuple[dict[str, float], int, int]:
+        """One optimiser step over ``grad_accum`` micro-batches: (mean losses by tag leaf, input tokens, samples).
+
+        The losses are ``answer_loss`` (absent in a step of the vision warm-up) and, with the
+        auxiliary head, ``aux_action`` and ``aux_action_accuracy``.
+        """
         config = self.config
         self.model.train()
-        losses, tokens, samples = [], 0, 0
+        is_vision_warmup = self.step < config.vision_warmup_steps
+        losses: dict[str, list[float]] = {}
+        tokens, samples = 0, 0
         try:
             for micro in range(config.grad_accum):
                 indices = batch_indices(
                     self.step * config.grad_accum + micro, config.batch_size, len(self.train), config.seed
                 )
-                batch = self._to_device(encode_batch(self.processor, [self.train[i] for i in indices]))
+                examples = [self.train[i] for i in indices]
+                batch = self._to_device(encode_batch(self.processor, examples))
                 with self._autocast():
-                    loss = self.model(**batch).loss
+                    if is_vision_warmup:  # the tower, the projector and the head; the decoder waits
+                        self.model.get_image_features(pixel_values=batch["pixel_values"])
+                        loss = torch.zeros((), device=self.device)
+                    else:
+                        loss = self.model(**batch).loss
+                        losses.setdefault("answer_loss", []).append(float(loss.detach()))
+                if self.aux_head is not None:
+                    aux_loss, accuracy = self._aux_action(examples)
+                    loss = loss + config.aux_action_weight * aux_loss
+                    losses.setdefault("aux_action", []).append(float(aux_loss.detach()))
+                    losses.setdefault("aux_action_accuracy", []).append(float(accuracy))
                 self.scaler.scale(loss / config.grad_accum).backward()
-                losses.append(float(loss.detach()))
                 tokens += count_tokens(batch)[0]
                 samples += len(indices)
             if config.max_grad_norm > 0:
                 self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(list(self.trainable.values()), config.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(self._optimised(), config.max_grad_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
@@ -286,35 +359,61 @@ class Finetuner:
                 f"{max(1, config.batch_size // 2)} --grad-accum {config.grad_accum * 2} (the same effective batch), "
                 "--gradient-checkpointing, or --lora"
             ) from None
-        if not math.isfinite(losses[-1]):
-            raise UserError(
-                f"the answer loss became {losses[-1]} at step {self.step + 1}; lower --learning-rate "
-                f"(now {config.learning_rate:g}) or use --precision fp32/bf16"
-            )
-        return float(np.mean(losses)), tokens, samples
+        for name in ("answer_loss", "aux_action"):
+            if name in losses and not math.isfinite(losses[name][-1]):
+                raise UserError(
+                    f"the {name.replace('_', ' ')} became {losses[name][-1]} at step {self.step + 1}; lower "
+                    f"--learning-rate (now {config.learning_rate:g}) or use --precision fp32/bf16"
+                )
+        return {name: float(np.mean(values)) for name, values in losses.items()}, tokens, samples
 
-    def eval_loss(self) -> float:
-        """Held-out answer loss on ``eval_samples`` held-out examples spread over the episodes (a fixed set)."""
+    def _aux_action(self, examples: list) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cross-entropy, accuracy)`` of the auxiliary head on the image tokens of the latest forward pass."""
+        contexts, classes = (torch.from_numpy(a).to(self.device) for a in action_targets(examples))
+        logits = self.aux_head(self.image_tap.take(len(examples)), contexts)
+        return action_loss(logits, classes)
+
+    def _optimised(self) -> list[torch.nn.Parameter]:
+        """Every weight the optimiser steps: the model's trainable ones, then the auxiliary head's."""
+        head = [] if self.aux_head is None else list(self.aux_head.parameters())
+        return [*self.trainable.values(), *head]
+
+    def eval_metrics(self) -> dict[str, float]:
+        """Held-out losses (tag leaves) on ``eval_samples`` held-out examples spread over the episodes (a fixed set)."""
         stride = max(1, len(self.held_out) // self.config.eval_samples)
-        return self.eval_loss_on(self.held_out[::stride][: self.config.eval_samples])
+        return self._eval_on(self.held_out[::stride][: self.config.eval_samples])
 
-    @torch.no_grad()
     def eval_loss_on(self, examples: list) -> float:
         """Mean teacher-forced answer loss per answer token over ``examples``."""
+        return self._eval_on(examples)["eval_answer_loss"]
+
+    @torch.no_grad()
+    def _eval_on(self, examples: list) -> dict[str, float]:
+        """``eval_answer_loss`` per answer token over ``examples``; with the head, its loss and accuracy per sample."""
         self.model.eval()
         total, weight = 0.0, 0
+        aux_total, aux_correct = 0.0, 0.0
         for start in range(0, len(examples), self.config.batch_size):
-            batch = self._to_device(encode_batch(self.processor, examples[start : start + self.config.batch_size]))
+            chunk = examples[start : start + self.config.batch_size]
+            batch = self._to_device(encode_batch(self.processor, chunk))
             with self._autocast():
                 loss = self.model(**batch).loss
             answer_tokens = count_tokens(batch)[1]
             total += float(loss) * answer_tokens
             weight += answer_tokens
-        return total / max(1, weight)
+            if self.aux_head is not None:
+                aux_loss, accuracy = self._aux_action(chunk)
+                aux_total += float(aux_loss) * len(chunk)
+                aux_correct += float(accuracy) * len(chunk)
+        metrics = {"eval_answer_loss": total / max(1, weight)}
+        if self.aux_head is not None:
+            metrics["eval_aux_action"] = aux_total / max(1, len(examples))
+            metrics["eval_aux_action_accuracy"] = aux_correct / max(1, len(examples))
+        return metrics
 
     def checkpoint_weights(self) -> dict[str, torch.Tensor]:
         """The trained weights a checkpoint holds (LoRA adapters, or every trainable weight), on CPU."""
-        return {name: p.detach().cpu().clone() for name, p in self.trainable.items()}
+        return _cpu_copy(self.trainable)
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
@@ -337,6 +436,7 @@ class Finetuner:
             "step": self.step,
             "config": config_json(self.config),
             "trainable": self.checkpoint_weights(),
+            **({} if self.aux_head is None else {"aux_head": _cpu_copy(self.aux_head.state_dict())}),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
@@ -418,6 +518,10 @@ def _warmup_cosine(warmup_steps: int, total_steps: int):
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
+
+
+def _cpu_copy(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().cpu().clone() for name, tensor in tensors.items()}
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -30,3 +30,13 @@ def test_mixed_precision_and_cuda_are_refused_on_a_cpu_machine(monkeypatch):
     assert resolve_device("auto") == torch.device("cpu")
     with pytest.raises(ValueError, match=r"--device cuda: torch cannot use this device here \(CUDA is not available"):
         resolve_device("cuda")
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_under_its_default():
+    from found_rl.vlm.config import config_json, resume_changes
+
+    current = config_json(FinetuneConfig(data="d", model="m", out="o"))
+    older = {k: v for k, v in current.items() if k not in ("aux_action_weight", "vision_warmup_steps")}
+    assert resume_changes(older, current) == []
+    with_head = config_json(FinetuneConfig(data="d", model="m", out="o", method="full", aux_action_weight=0.5))
+    assert resume_changes(older, with_head) == ["method", "learning_rate", "aux_action_weight"]

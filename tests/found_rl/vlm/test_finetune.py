@@ -1,6 +1,7 @@
 """Fine-tuning on the tiny LLaVA: learning, exact resume, the servable export, logging, bad input."""
 
 import json
+import math
 import time
 from dataclasses import replace
 
@@ -10,15 +11,26 @@ import torch
 from found_rl.vlm.batches import encode_batch
 from found_rl.vlm.config import FinetuneConfig
 from found_rl.vlm.examples import load_chat_examples
-from found_rl.vlm.finetune import TAGS, Finetuner, batch_indices
+from found_rl.vlm.finetune import AUX_TAGS, TAGS, Finetuner, batch_indices, is_vision_tower_weight
 from found_rl.vlm.lora import LoraSettings
 from vlm_server.backends.hf_vlm import HuggingFaceAdvisor
+
+AUX = {"method": "full", "aux_action_weight": 0.5, "vision_warmup_steps": 1}
+"""Full training with the auxiliary action head and one step of vision warm-up."""
 
 
 def config(data, model, out, **overrides) -> FinetuneConfig:
     settings = {"batch_size": 2, "eval_every": 2, "eval_samples": 4, "save_every": 2, "log_every": 1, "seed": 1}
     settings.update(overrides)
     return FinetuneConfig(data=str(data), model=str(model), out=str(out), **settings)
+
+
+def scalars(run, tag) -> list[float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    return [event.value for event in events.Scalars(tag)]
 
 
 def test_each_epoch_visits_every_example_once_in_a_seeded_order():
@@ -41,10 +53,12 @@ def test_full_fine_tuning_lowers_the_answer_loss(expert_data, tiny_vlm_dir, tmp_
     assert summary["steps"] == 8 and summary["tokens_per_s"] > 0 and summary["samples_per_s"] > 0
 
 
-def test_resumed_run_ends_where_an_uninterrupted_one_does(expert_data, tiny_vlm_dir, tmp_path, monkeypatch):
-    straight = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "a", steps=4), show_progress=False)
+@pytest.mark.parametrize("settings", [{}, AUX], ids=["lora", "full-with-aux-head"])
+def test_resumed_run_ends_where_an_uninterrupted_one_does(expert_data, tiny_vlm_dir, tmp_path, monkeypatch, settings):
+    straight = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "a", steps=4, **settings), show_progress=False)
     straight.run()
-    interrupted = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4), show_progress=False)
+    interrupted = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4, **settings),
+                            show_progress=False)
     train_step = interrupted._train_step
 
     def crash_in_step_three():
@@ -56,11 +70,16 @@ def test_resumed_run_ends_where_an_uninterrupted_one_does(expert_data, tiny_vlm_
     with pytest.raises(KeyboardInterrupt):
         interrupted.run()
     assert not (tmp_path / "b" / "model").exists()
-    resumed = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4), resume=True, show_progress=False)
+    resumed = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "b", steps=4, **settings), resume=True,
+                        show_progress=False)
     assert resumed.step == 2
     resumed.run()
     for name, value in straight.checkpoint_weights().items():
         assert torch.equal(value, resumed.checkpoint_weights()[name]), name
+    heads = [torch.load(tmp_path / run / "checkpoint.pt", weights_only=True).get("aux_head") for run in "ab"]
+    assert (heads[0] is None) == (not settings) and (heads[1] is None) == (not settings)
+    for name, value in (heads[0] or {}).items():
+        assert torch.equal(value, heads[1][name]), name
 
 
 def test_exported_lora_model_is_merged_and_serves_as_trained(expert_data, tiny_vlm_dir, tmp_path, monkeypatch):
@@ -204,3 +223,116 @@ def test_exported_card_records_the_training_towns_network_hashes(tiny_vlm_dir, t
     card = json.loads((tmp_path / "run" / "model" / ADVISOR_CARD).read_text())
     expected = {e.network: e.town for e in finetuner.train}  # held-out episodes' towns are not training towns
     assert card["training_towns"] == expected and set(expected) <= {"net-a", "net-b"}
+
+
+def test_default_settings_train_as_plain_answer_loss_fine_tuning(expert_data, tiny_vlm_dir, tmp_path):
+    """Without the auxiliary head (the default) a run is the loop below: same losses, same weights."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    steps, rate = 4, 1e-2
+    settings = config(expert_data, tiny_vlm_dir, tmp_path / "run", method="full", steps=steps, learning_rate=rate,
+                      warmup_fraction=0.0, eval_every=0)
+    assert settings.aux_action_weight == 0 and settings.vision_warmup_steps == 0
+    finetuner = Finetuner(settings, show_progress=False)
+    finetuner.run()
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny_vlm_dir, dtype=torch.float32).train()
+    processor = AutoProcessor.from_pretrained(tiny_vlm_dir)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=rate, weight_decay=0.0)
+    losses = []
+    for step in range(steps):
+        examples = [finetuner.train[i] for i in batch_indices(step, 2, len(finetuner.train), seed=1)]
+        optimizer.param_groups[0]["lr"] = rate * 0.5 * (1.0 + math.cos(math.pi * step / steps))  # cosine, no warm-up
+        loss = model(**encode_batch(processor, examples)).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+    assert scalars(tmp_path / "run", "losses/answer_loss") == pytest.approx(losses, rel=1e-6)
+    trained = dict(model.named_parameters())
+    for name, value in finetuner.checkpoint_weights().items():
+        assert torch.equal(value, trained[name].detach()), name
+
+
+def test_aux_head_logs_its_loss_and_learns_where_the_image_decides_the_class(
+    image_decides_data, tiny_vlm_dir, tmp_path
+):
+    run = tmp_path / "run"
+    settings = config(image_decides_data, tiny_vlm_dir, run, method="full", aux_action_weight=1.0, steps=30,
+                      batch_size=8, learning_rate=1e-2, eval_every=10, eval_samples=8, save_every=100,
+                      eval_fraction=0.25)
+    summary = Finetuner(settings, show_progress=False).run()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(TAGS) | set(AUX_TAGS)
+    aux = scalars(run, "losses/aux_action")
+    assert aux[0] == pytest.approx(math.log(30), rel=1e-3)  # the head starts uniform over the 30 classes
+    assert max(aux[-5:]) < 0.5 * aux[0], aux
+    assert summary["eval_aux_action_accuracy"] == 1.0  # red or blue: the held-out episode's classes
+    assert summary["eval_aux_action"] < 0.5 * math.log(30)
+
+
+def test_vision_warm_up_trains_the_tower_alone_then_the_language_model_joins(expert_data, tiny_vlm_dir, tmp_path):
+    finetuner = Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / "run", method="full", aux_action_weight=1.0,
+                                 vision_warmup_steps=2, steps=4, learning_rate=1e-2), show_progress=False)
+    initial = finetuner.checkpoint_weights()
+    language = [n for n in initial if not is_vision_tower_weight(n) and "multi_modal_projector" not in n]
+    assert language and len(language) < len(initial)
+
+    def changed(names):
+        now = finetuner.checkpoint_weights()
+        return {n for n in names if not torch.equal(now[n], initial[n])}
+
+    for _ in range(2):
+        losses, _, _ = finetuner._train_step()
+        finetuner.step += 1
+        assert "answer_loss" not in losses and "aux_action" in losses
+    assert changed(initial) and not changed(language)
+    assert not any(finetuner.trainable[n] in finetuner.optimizer.state for n in language)  # Adam never saw them
+    losses, _, _ = finetuner._train_step()
+    assert "answer_loss" in losses and "aux_action" in losses
+    assert changed(language)
+
+
+def test_the_exported_model_is_the_same_with_and_without_the_aux_head(expert_data, tiny_vlm_dir, tmp_path):
+    from safetensors import safe_open
+
+    exported = {}
+    for name, settings in (("plain", {"method": "full"}), ("aux", AUX)):
+        Finetuner(config(expert_data, tiny_vlm_dir, tmp_path / name, steps=2, eval_every=0, **settings),
+                  show_progress=False).run()
+        model_dir = tmp_path / name / "model"
+        files = sorted(p.name for p in model_dir.iterdir())
+        with safe_open(str(model_dir / "model.safetensors"), "pt") as weights:
+            shapes = {key: tuple(weights.get_slice(key).get_shape()) for key in sorted(weights.keys())}
+        exported[name] = files, shapes
+        advisor = HuggingFaceAdvisor(model_path=str(model_dir))
+        advisor.load()  # serves as it is
+    assert exported["aux"] == exported["plain"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"method": "full", "aux_action_weight": -0.1}, "--aux-action-weight must be a finite number >= 0, got -0.1"),
+        ({"method": "full", "aux_action_weight": math.nan}, "--aux-action-weight must be a finite number >= 0"),
+        ({"method": "full", "aux_action_weight": 1.0, "vision_warmup_steps": -1}, "--vision-warmup-steps must be >= 0"),
+        ({"method": "full", "vision_warmup_steps": 3}, "--vision-warmup-steps 3: only the auxiliary action loss"),
+        ({"method": "full", "aux_action_weight": 1.0, "freeze_vision": True},
+         "--aux-action-weight: the auxiliary loss trains the vision tower, which --freeze-vision keeps frozen"),
+        ({"method": "lora", "aux_action_weight": 1.0}, "--aux-action-weight: LoRA adapts the language model only"),
+    ],
+)
+def test_aux_settings_that_cannot_work_are_refused_naming_the_flag(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        FinetuneConfig(data="d", model="m", out="o", **overrides)
+
+
+def test_a_vision_warm_up_as_long_as_the_run_is_refused(expert_data, tiny_vlm_dir, tmp_path):
+    settings = config(expert_data, tiny_vlm_dir, tmp_path / "run", method="full", aux_action_weight=1.0,
+                      vision_warmup_steps=3, steps=3)
+    with pytest.raises(ValueError, match="--vision-warmup-steps 3: the run has 3 steps"):
+        Finetuner(settings, show_progress=False)
