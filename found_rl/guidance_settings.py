@@ -85,7 +85,6 @@ class Vmr(_Decaying):
     decay_end_steps: int = Field(150_000, ge=0, description="λ(t) reaches 0 at this env step")
 
 
-
 class Awag(_Strict):
     """Advantage-Weighted Action Guidance (METHOD §2): the actor's advisor term, Q-filtered."""
 
@@ -118,7 +117,6 @@ class AdvisorBc(_Decaying):
         "negative_advantage", description="'negative_advantage': imitate only where the executed action's GAE "
         "advantage is < 0 and the advisor chose differently; 'none': every labelled sample",
     )
-
 
 
 class Guidance(_Strict):

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vlm_server.errors import MissingPathError
+from vlm_server.errors import require_file
 
 
 class BatchingConfig(BaseModel):
@@ -132,11 +132,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         FileNotFoundError: no such file.
         ValueError: anything else wrong with the file; the message names it.
     """
-    path = Path(path)
-    if not path.exists():
-        raise MissingPathError(f"server config {path} does not exist")
-    if not path.is_file():
-        raise ValueError(f"server config {path}: is not a file")
+    path = require_file(path, "server config")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

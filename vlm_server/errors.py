@@ -8,6 +8,8 @@ be a bug (a file the server wrote itself), so the user's kind has its own type.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class MissingPathError(ValueError, FileNotFoundError):
     """A file or folder the user named does not exist.
@@ -15,3 +17,18 @@ class MissingPathError(ValueError, FileNotFoundError):
     A ``ValueError`` like every other mistake of the user's, and a ``FileNotFoundError`` for code
     that catches that.
     """
+
+
+def require_file(path: str | Path, what: str) -> Path:
+    """``path`` once it names an existing file: a missing path or a folder is the user's mistake.
+
+    Raises:
+        MissingPathError: no such path (the message names ``what`` and the path).
+        ValueError: the path is a folder.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise MissingPathError(f"{what} {path} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{what} {path}: is not a file")
+    return path

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from vlm_server.errors import MissingPathError
+from vlm_server.errors import require_file
 
 DAMAGED_FILE_MARKERS = (
     "PytorchStreamReader failed",  # the zip reader: truncated, no central directory, missing records
@@ -71,11 +71,7 @@ def load_torch_file(path: str | Path, what: str, *, weights_only: bool = True, m
             one holding other objects; names ``what``, the path and torch's reason.
         Any other exception of ``torch.load`` (out of memory, a bug) passes unchanged.
     """
-    path = Path(path)
-    if not path.exists():
-        raise MissingPathError(f"{what} {path} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{what} {path}: is not a file")
+    path = require_file(path, what)
     try:
         return torch.load(path, map_location="cpu", weights_only=weights_only, mmap=mmap)
     except PermissionError as exc:
