@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from found_rl.argtypes import enum_member
+
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -40,11 +42,7 @@ class GuidanceTerm(str, Enum):
 
     @classmethod
     def parse(cls, name: str) -> GuidanceTerm:
-        try:
-            return cls(name)
-        except ValueError:
-            allowed = ", ".join(term.value for term in cls)
-            raise ValueError(f"guidance: unknown term {name!r}; allowed: {allowed}") from None
+        return enum_member(cls, name, "guidance", "term")
 
 
 TERM_NEEDS = {

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributions import Beta, Categorical, Distribution, Independent, Normal
 
+from found_rl.argtypes import enum_member
 from found_rl.models.observation import TensorObs
 
 BETA_EPS = 1e-6
@@ -30,11 +31,7 @@ class ActionKind(str, Enum):
 
     @classmethod
     def parse(cls, name: str) -> ActionKind:
-        try:
-            return cls(name)
-        except ValueError:
-            allowed = ", ".join(kind.value for kind in cls)
-            raise ValueError(f"action_kind: unknown distribution {name!r}; allowed: {allowed}") from None
+        return enum_member(cls, name, "action_kind", "distribution")
 
 
 def layer_init(layer: nn.Linear, std: float = math.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
