@@ -34,7 +34,7 @@ LEVELS: dict[str, int] = {
     "world": 1,
     **dict.fromkeys(
         (ROOT_UNIT, "actions", "argtypes", "atomic", "boxes", "devices", "errors", "events", "guidance_settings", "jit",
-         "metrics", "package_files", "scenario", "tables"),
+         "lazy", "metrics", "package_files", "scenario", "tables"),
         0,
     ),
 }

@@ -6,32 +6,26 @@ Which learners exist is :data:`found_rl.algos.registry.LEARNERS`.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from found_rl.algos.registry import LEARNERS, learner_entry
+from found_rl.lazy import lazy_attributes
 
 ALGORITHMS = tuple(LEARNERS)
 
-_LAZY = {
-    "SAC": "found_rl.algos.sac",
-    "SacConfig": "found_rl.algos.sac",
-    "DrQV2": "found_rl.algos.drqv2",
-    "DrQV2Config": "found_rl.algos.drqv2",
-    "PPO": "found_rl.algos.ppo",
-    "PpoConfig": "found_rl.algos.ppo",
-    "GuidanceTerm": "found_rl.algos.guidance",
-    "awag_loss": "found_rl.algos.guidance",
-    "awag_weights": "found_rl.algos.guidance",
-    "clip_bonus_rewards": "found_rl.algos.guidance",
-    "vmr_loss": "found_rl.algos.guidance",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'found_rl.algos' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "SAC": "sac",
+    "SacConfig": "sac",
+    "DrQV2": "drqv2",
+    "DrQV2Config": "drqv2",
+    "PPO": "ppo",
+    "PpoConfig": "ppo",
+    "GuidanceTerm": "guidance",
+    "awag_loss": "guidance",
+    "awag_weights": "guidance",
+    "clip_bonus_rewards": "guidance",
+    "vmr_loss": "guidance",
+})
 
 
 def parse_algorithm(name: str) -> str:

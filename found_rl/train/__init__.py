@@ -13,8 +13,9 @@ loop's torch, learners and sampler (about 4 s of start-up).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from found_rl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from found_rl.train.config import RunConfig, load_run_config
@@ -22,12 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunConfig", "TrainResult", "Trainer", "load_run_config"]
 
-_HOMES = {"RunConfig": "config", "load_run_config": "config", "Trainer": "loop", "TrainResult": "loop"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        value = getattr(importlib.import_module(f"found_rl.train.{_HOMES[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(
+    __name__, {"RunConfig": "config", "load_run_config": "config", "Trainer": "loop", "TrainResult": "loop"}
+)
