@@ -16,13 +16,14 @@ code  meaning
 2     the user's mistake (:class:`UserError` and its subclasses; argparse's own too)
 3     something outside found-rl stopped the job (:class:`OutsideFailure`)
 4     child runs found-rl started failed (:class:`ChildRunsFailed`): their logs say why
-130   interrupted (Ctrl-C)
+130   interrupted (Ctrl-C), found-rl's own run or its child runs' (:class:`ChildRunsInterrupted`)
 ====  ==============================================================================
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,9 +85,17 @@ class FailedChildRun:
     log: Path
     reason: str = ""
 
+    @property
+    def was_interrupted(self) -> bool:
+        """Whether Ctrl-C stopped it: ``found-rl`` exits 130 then (a child without Python's
+        handler dies of SIGINT)."""
+        return self.exit_code in (EXIT_INTERRUPTED, -signal.SIGINT)
+
     def describe(self) -> str:
         """One line: the run, its folder, how it ended and where its log is."""
-        if self.exit_code < 0:
+        if self.was_interrupted:
+            ended = "interrupted (Ctrl-C)"
+        elif self.exit_code < 0:
             ended = f"killed by signal {-self.exit_code}"
         elif self.exit_code == 0:
             ended = "exited 0"
@@ -105,9 +114,24 @@ class ChildRunsFailed(RuntimeError):
 
     def __init__(self, what: str, failed: Sequence[FailedChildRun]) -> None:
         self.failed = tuple(failed)
-        lines = [f"{what}: {len(self.failed)} run(s) failed or did not finish:"]
-        lines += [f"  {run.describe()}" for run in self.failed]
-        super().__init__("\n".join(lines))
+        super().__init__(_runs_message(f"{what}: {len(self.failed)} run(s) failed or did not finish:", self.failed))
+
+
+class ChildRunsInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped child runs found-rl started: nobody's mistake and no failure.
+
+    A ``KeyboardInterrupt``, so ``found-rl`` exits 130 as for its own Ctrl-C; it names the runs
+    that did not finish (any that failed beside them too), which the same command resumes.
+    """
+
+    def __init__(self, what: str, unfinished: Sequence[FailedChildRun]) -> None:
+        self.unfinished = tuple(unfinished)
+        headline = f"{what}: interrupted; {len(self.unfinished)} run(s) did not finish (the same command resumes them):"
+        super().__init__(_runs_message(headline, self.unfinished))
+
+
+def _runs_message(headline: str, runs: Sequence[FailedChildRun]) -> str:
+    return "\n".join([headline, *(f"  {run.describe()}" for run in runs)])
 
 
 @contextlib.contextmanager

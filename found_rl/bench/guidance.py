@@ -60,7 +60,7 @@ from found_rl.bench.guidance_runs import (
     run_state,
     unequal_seeds,
 )
-from found_rl.errors import ChildRunsFailed, FailedChildRun, UserError
+from found_rl.errors import ChildRunsFailed, ChildRunsInterrupted, FailedChildRun, UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -332,8 +332,13 @@ def run(args: argparse.Namespace) -> int:
         return _failed_run(variant, seed, path, code, log, RunFolder(path).finished_record() is not None)
 
     if not args.report_only:
-        with ThreadPoolExecutor(jobs) as pool:
+        pool = ThreadPoolExecutor(jobs)
+        try:
             failed = [outcome for outcome in pool.map(one, runs) if outcome is not None]
+        finally:  # on Ctrl-C the running children got it too; the queued ones must not start
+            pool.shutdown(cancel_futures=True)
+        if any(run.was_interrupted for run in failed):  # Ctrl-C reached the children: nobody failed
+            raise ChildRunsInterrupted("bench guidance", failed)
         if failed:  # each child's log holds its own error (a user's mistake or a traceback)
             raise ChildRunsFailed("bench guidance", failed)
     present = [(variant, seed) for variant, seed, _ in runs

@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     named among them) prints one clear line and exits 2, without a traceback; a failure outside
     found-rl (:class:`~found_rl.errors.OutsideFailure`) prints one line and exits 3; failed child
     runs (:class:`~found_rl.errors.ChildRunsFailed`) print a line each and exit 4; Ctrl-C exits
-    130. Anything else, a ``FileNotFoundError`` or ``PermissionError`` from found-rl's own files
+    130, naming the child runs it stopped (:class:`~found_rl.errors.ChildRunsInterrupted`).
+    Anything else, a ``FileNotFoundError`` or ``PermissionError`` from found-rl's own files
     included, is a bug: it keeps its traceback, adds a line asking to report it and exits 1.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -89,8 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChildRunsFailed as exc:
         print(f"found-rl {args.command}: {exc}", file=sys.stderr)
         return EXIT_CHILD_FAILED
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C; child runs it stopped are named (ChildRunsInterrupted)
+        print(f"found-rl {args.command}: {exc}" if str(exc) else "interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception:
         traceback.print_exc()

@@ -257,3 +257,50 @@ def test_failed_child_runs_are_reported_as_such_with_folder_exit_code_and_log(tm
         log = out / f"{name}.log"
         assert f"{name}: {ended}; run folder {out / name}, log {log}" in err, err
         assert log.read_text() == f"{name}: what the child printed\n"
+
+
+def test_a_child_stopped_by_ctrl_c_is_reported_as_interrupted_not_failed_and_the_bench_exits_130(
+    tmp_path, capsys, monkeypatch
+):
+    import subprocess
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance
+
+    out = tmp_path / "out"
+    codes = {"plain-s0": 130, "plain-s1": -2, "guided-s0": 130, "guided-s1": 1}  # -2: died of SIGINT
+
+    def train(command, stdout, stderr):
+        return subprocess.CompletedProcess(command, codes[Path(command[command.index("--run-dir") + 1]).name])
+
+    monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
+    code, err = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2")
+    assert code == 130, err
+    assert "Traceback" not in err and "bug in found-rl" not in err and "failed" not in err
+    assert "bench guidance: interrupted; 4 run(s) did not finish (the same command resumes them)" in err
+    for name in ("plain-s0", "plain-s1", "guided-s0"):
+        assert f"{name}: interrupted (Ctrl-C); run folder {out / name}, log {out / f'{name}.log'}" in err, err
+    assert f"guided-s1: exited 1; run folder {out / 'guided-s1'}" in err  # beside them, named as it ended
+
+
+def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch):
+    import signal
+    import subprocess
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance
+
+    started = []
+
+    def train(command, stdout, stderr):  # Ctrl-C reaches the bench while its first child still runs
+        started.append(command)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(0.5)  # the child's own shutdown
+        return subprocess.CompletedProcess(command, 130)
+
+    monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
+    code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
+    assert code == 130 and err == "interrupted\n"
+    assert len(started) == 1

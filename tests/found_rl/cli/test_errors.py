@@ -10,6 +10,7 @@ import pytest
 from found_rl import cli
 from found_rl.errors import (
     ChildRunsFailed,
+    ChildRunsInterrupted,
     ExistingPathError,
     FailedChildRun,
     MissingPathError,
@@ -129,6 +130,17 @@ def test_ctrl_c_is_not_a_bug(failing_scenario_check, capsys):
     failing_scenario_check(KeyboardInterrupt())
     assert cli.main(["scenario", "check", "x.yaml"]) == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_child_runs_stopped_by_ctrl_c_are_named_as_interrupted_and_exit_130(failing_scenario_check, capsys, tmp_path):
+    failing_scenario_check(ChildRunsInterrupted("bench guidance", [
+        FailedChildRun("guided-s0", tmp_path / "guided-s0", 130, tmp_path / "guided-s0.log"),
+    ]))
+    assert cli.main(["scenario", "check", "x.yaml"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "bug in found-rl" not in err and "failed" not in err
+    assert err.startswith("found-rl scenario: bench guidance: interrupted; 1 run(s) did not finish")
+    assert f"guided-s0: interrupted (Ctrl-C); run folder {tmp_path / 'guided-s0'}" in err
 
 
 def test_a_missing_path_from_vlm_server_becomes_the_users_and_a_plain_one_stays_a_bug():
