@@ -12,7 +12,7 @@ import io
 from typing import Any, Literal
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 ImageFormat = Literal["raw", "png"]
 
@@ -104,7 +104,13 @@ def decode_raw(
 def decode_png(
     data: str, max_side: int, budget: DecodeBudget | None = None
 ) -> np.ndarray:
-    """``[H, W, 3]`` uint8 array from a base64 8-bit RGB PNG; other modes are refused."""
+    """``[H, W, 3]`` uint8 array from a base64 8-bit RGB PNG; other modes are refused.
+
+    Raises:
+        ValueError: the client's data is no base64, no PNG, truncated or corrupt, too large, or
+            not 8-bit RGB. Any other exception is a bug: the server's error middleware answers
+            500 and logs its traceback.
+    """
     raw = decode_base64(data)
     try:
         with Image.open(io.BytesIO(raw), formats=["PNG"]) as img:
@@ -119,7 +125,9 @@ def decode_png(
                 budget.spend(height, width)
             img.load()
             return np.asarray(img, dtype=np.uint8)
-    except ValueError:
-        raise
-    except Exception as exc:  # PIL raises many types for corrupt data
-        raise ValueError(f"data is not a decodable PNG: {type(exc).__name__}") from None
+    except UnidentifiedImageError:
+        raise ValueError("data is not a decodable PNG: it starts with no complete PNG header") from None
+    # what PIL raises for truncated or corrupt data (nothing here touches a file, so an OSError
+    # is PIL's), and for a header claiming billions of pixels
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"data is not a decodable PNG: {exc}") from None

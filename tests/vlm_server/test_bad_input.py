@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import socket
+import struct
 import zlib
 
 import aiohttp
@@ -134,6 +135,56 @@ async def test_bad_images_are_400(client, image, message):
     reply = await response.json()
     assert reply["field"].startswith("image")
     assert message in reply["error"], reply
+
+
+def png_claiming(height: int, width: int) -> str:
+    """A PNG with only a header (IHDR) claiming ``height x width`` RGB pixels and no data."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b"")).decode()
+
+
+def png_with_corrupt_pixels() -> str:
+    raw = bytearray(base64.b64decode(png_b64(rgb())))
+    start = raw.index(b"IDAT") + 4
+    raw[start:start + 16] = bytes(16)  # the compressed pixel stream, not a header
+    return base64.b64encode(bytes(raw)).decode()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (base64.b64encode(b"GIF89a" + bytes(40)).decode(), "no complete PNG header"),
+        (png_claiming(100_000, 100_000), "decompression bomb"),  # PIL refuses it before our size check
+        (png_claiming(8, 8), "cannot load"),  # a header and no pixels
+        (png_with_corrupt_pixels(), "decodable PNG"),
+    ],
+    ids=["not-a-png", "bomb-header", "no-pixel-data", "corrupt-pixel-data"],
+)
+@pytest.mark.parametrize("batched", [False, True], ids=["item", "batch"])
+async def test_png_data_pil_cannot_decode_is_400_naming_the_field(client, data, message, batched):
+    item = {**GOOD, "image": {"format": "png", "data": data}}
+    response = await client.post("/v1/advise", json={"items": [item]} if batched else item)
+    assert response.status == 400
+    reply = await response.json()
+    assert reply["field"] == ("items[0].image" if batched else "image"), reply
+    assert message in reply["error"], reply
+
+
+async def test_a_bug_while_decoding_a_png_is_500_and_logged_with_its_traceback(client, monkeypatch, caplog):
+    def broken_open(*args, **kwargs):
+        raise KeyError("a bug of ours, not the client's data")
+
+    monkeypatch.setattr(Image, "open", broken_open)
+    caplog.set_level(logging.ERROR)
+    response = await client.post("/v1/advise", json={**GOOD, "image": encode_image(rgb(), "png")})
+    assert response.status == 500
+    assert await response.json() == {"error": "internal server error"}  # no traceback to the client
+    logged = [r for r in caplog.records if r.exc_info and r.exc_info[0] is KeyError]
+    assert logged and "unhandled error on POST /v1/advise" in logged[0].getMessage()
 
 
 async def test_image_of_the_wrong_size_for_the_backend_is_400(client):
