@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vlm_server.errors import UsageError
+
 EXIT_BUG = 1
 EXIT_USAGE = 2
 EXIT_OUTSIDE = 3
@@ -35,10 +37,12 @@ EXIT_CHILD_FAILED = 4
 EXIT_INTERRUPTED = 130
 
 
-class UserError(ValueError):
+class UserError(UsageError):
     """A mistake in what the user gave; the message names the file, flag or field to fix.
 
-    It is a ``ValueError``, so code catching ``ValueError`` still works.
+    It is a ``ValueError``, so code catching ``ValueError`` still works, and vlm_server's
+    :class:`~vlm_server.errors.UsageError`, so a found-rl plug-in of the server
+    (``found_rl.advisors:ExpertAdvisor``) refusing an option is the user's mistake there too.
     """
 
 
@@ -135,19 +139,21 @@ def _runs_message(headline: str, runs: Sequence[FailedChildRun]) -> str:
 
 
 @contextlib.contextmanager
-def as_user_error() -> Iterator[None]:
-    """Re-raise a ``ValueError`` of the block as :class:`UserError`.
+def as_user_error(kind: type[ValueError] = ValueError) -> Iterator[None]:
+    """Re-raise a ``kind`` (default ``ValueError``) of the block as :class:`UserError`.
 
     For calls into vlm_server and fast_sampler that check what the user gave (a checkpoint, a
     model, a server config): those packages never import found-rl, so they report such
-    mistakes as plain ``ValueError`` (a missing path as a ``ValueError`` that is also a
-    ``FileNotFoundError``, which becomes :class:`MissingPathError`). Any other exception of the
-    block, a plain ``FileNotFoundError`` included, passes unchanged.
+    mistakes as ``ValueError`` (a missing path as a ``ValueError`` that is also a
+    ``FileNotFoundError``, which becomes :class:`MissingPathError`). Where vlm_server says
+    which are the user's (:class:`~vlm_server.errors.UsageError`, e.g. ``found-rl serve``), pass
+    that as ``kind``, so its own ``ValueError`` stays a bug. Any other exception of the block, a
+    plain ``FileNotFoundError`` included, passes unchanged.
     """
     try:
         yield
     except UserError:
         raise
-    except ValueError as exc:
+    except kind as exc:
         kind = MissingPathError if isinstance(exc, FileNotFoundError) else UserError
         raise kind(str(exc)) from None

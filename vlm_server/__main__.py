@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from vlm_server.cli import add_arguments, serve
+from vlm_server.errors import UsageError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return serve(args)
-    except ValueError as exc:  # the user's mistake (a missing file too: errors.MissingPathError)
+    except UsageError as exc:  # the user's mistake (a missing file too); anything else is a bug
         print(f"vlm_server: error: {exc}", file=sys.stderr)
         return 2
 

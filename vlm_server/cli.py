@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from vlm_server.backends.base import BACKEND_ALIASES
 from vlm_server.config import ServerConfig, load_config_file
+from vlm_server.errors import UsageError
 from vlm_server.schemas import error_location, error_message
 
 TOKEN_ENV = "VLM_SERVER_TOKEN"
@@ -122,7 +123,7 @@ def parse_options(pairs: list[str], flag: str) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"{flag}: expected KEY=VALUE, got {pair!r}")
+            raise UsageError(f"{flag}: expected KEY=VALUE, got {pair!r}")
         try:
             options[key] = json.loads(value)
         except ValueError:
@@ -154,13 +155,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         if spec is not None:
             data[role] = {"spec": spec, "options": options}
         elif options and role not in data:
-            raise ValueError(f"--{role}-option given without --{role}")
+            raise UsageError(f"--{role}-option given without --{role}")
         if options and spec is None:
             data[role] = _merged(data[role], "options", options)
         if batching and role in data:
             data[role] = _merged(data[role], "batching", batching)
     if "advisor" not in data and "clip" not in data:
-        raise ValueError(
+        raise UsageError(
             "no backend: give --advisor SPEC and/or --clip SPEC (or a --config file)"
         )
     try:
@@ -172,7 +173,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         flag = _flag_for(first["loc"], args)
         name = f"{field} ({flag})" if flag else field
         prefix = f"{name}: " if name else ""
-        raise ValueError(
+        raise UsageError(
             f"server config{where}: {prefix}{error_message(first)}"
         ) from None
 
@@ -209,7 +210,12 @@ def _flag_for(loc: tuple[Any, ...], args: argparse.Namespace) -> str | None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Validate the configuration, then serve until interrupted."""
+    """Validate the configuration, then serve until interrupted.
+
+    Raises:
+        UsageError: a flag, config file or field, backend spec or option, or the address is
+            wrong; the message names it. Anything else is a bug and keeps its traceback.
+    """
     from vlm_server.app import run_server
 
     config = config_from_args(args)
@@ -222,7 +228,7 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         if not _is_listen_error(exc, config.port):
             raise  # not the address: loading a model, a bug; it keeps its traceback
-        raise ValueError(
+        raise UsageError(
             f"--host/--port: cannot listen on {config.host}:{config.port}: "
             f"{exc.strerror or exc}"
         ) from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vlm_server.anchors import COMMAND_PHRASES, SPEED_PHRASES
+from vlm_server.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,12 @@ DEFAULT_IMAGE_INPUT = "rgb"
 def context_named(name: str, where: str) -> Context:
     """The context definition called ``name``; ``where`` names the field in the error."""
     if name not in CONTEXTS:
-        raise ValueError(f"{where}: context {name!r} is not one of {sorted(CONTEXTS)}")
+        raise UsageError(f"{where}: context {name!r} is not one of {sorted(CONTEXTS)}")
     return CONTEXTS[name]
 
 
 def image_input_named(name: str, where: str) -> ImageInput:
     """The image input called ``name``; ``where`` names the field in the error."""
     if name not in IMAGE_INPUTS:
-        raise ValueError(f"{where}: image input {name!r} is not one of {sorted(IMAGE_INPUTS)}")
+        raise UsageError(f"{where}: image input {name!r} is not one of {sorted(IMAGE_INPUTS)}")
     return IMAGE_INPUTS[name]

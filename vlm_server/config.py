@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vlm_server.errors import require_file
+from vlm_server.errors import UsageError, require_file
 
 
 class BatchingConfig(BaseModel):
@@ -130,21 +130,21 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: anything else wrong with the file; the message names it.
+        UsageError: anything else wrong with the file; the message names it.
     """
     path = require_file(path, "server config")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ValueError(f"server config {path}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"server config {path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(
+        raise UsageError(
             f"server config {path}: not UTF-8 text: {exc.reason}"
         ) from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"server config {path}: {_yaml_problem(exc)}") from None
+        raise UsageError(f"server config {path}: {_yaml_problem(exc)}") from None
     if not isinstance(data, dict):
-        raise ValueError(
+        raise UsageError(
             f"server config {path}: expected a mapping at top level, got {type(data).__name__}"
         )
     return data

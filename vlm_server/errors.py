@@ -1,9 +1,9 @@
-"""The exception types for mistakes of vlm_server's user that the built-in types cannot say.
+"""The exception types for mistakes of vlm_server's user: a flag, a config field, a backend option, a file.
 
-vlm_server reports what its user got wrong (a flag, a config field, a file) as ``ValueError``,
-whose message names the flag, field or file; its own command and found-rl print such an error
-as one line. A missing file is such a mistake, but a plain ``FileNotFoundError`` can just as well
-be a bug (a file the server wrote itself), so the user's kind has its own type.
+vlm_server reports what its user got wrong as :class:`UsageError`, whose message names the flag,
+field, option or file; its own command and found-rl print such an error as one line (exit 2).
+Any other exception, a plain ``ValueError`` or ``FileNotFoundError`` included, can just as well
+be a bug of the server's (a file it wrote itself, a check of its own), so it keeps its traceback.
 """
 
 from __future__ import annotations
@@ -11,11 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 
 
-class MissingPathError(ValueError, FileNotFoundError):
+class UsageError(ValueError):
+    """A mistake of the server's user; the message names the flag, config field, option or file.
+
+    Backend plug-ins raise it for a constructor option they refuse (found-rl's ``UserError`` is
+    one). A ``ValueError``, so code catching ``ValueError`` still works.
+    """
+
+
+class MissingPathError(UsageError, FileNotFoundError):
     """A file or folder the user named does not exist.
 
-    A ``ValueError`` like every other mistake of the user's, and a ``FileNotFoundError`` for code
-    that catches that.
+    A :class:`UsageError` like every other mistake of the user's, and a ``FileNotFoundError`` for
+    code that catches that.
     """
 
 
@@ -24,11 +32,11 @@ def require_file(path: str | Path, what: str) -> Path:
 
     Raises:
         MissingPathError: no such path (the message names ``what`` and the path).
-        ValueError: the path is a folder.
+        UsageError: the path is a folder.
     """
     path = Path(path)
     if not path.exists():
         raise MissingPathError(f"{what} {path} does not exist")
     if not path.is_file():
-        raise ValueError(f"{what} {path}: is not a file")
+        raise UsageError(f"{what} {path}: is not a file")
     return path

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from vlm_server.backends.base import AdviseResult, ClipResult, is_async_method
 from vlm_server.batcher import DynamicBatcher
 from vlm_server.config import BatchingConfig
+from vlm_server.errors import UsageError
 from vlm_server.metrics import ServerMetrics
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ class BackendService:
     ) -> None:
         method = BATCH_METHOD[kind]
         if not callable(getattr(backend, method, None)):
-            raise ValueError(
+            raise UsageError(
                 f"{kind} backend {type(backend).__name__} has no {method}(items) method"
             )
         self.kind = kind

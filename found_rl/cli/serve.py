@@ -17,10 +17,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until interrupted.
 
-    vlm_server reports a bad flag or config file as ``ValueError`` (it never imports found-rl),
-    as ``python -m vlm_server`` shows it: here it becomes a :class:`~found_rl.errors.UserError`.
+    vlm_server reports a bad flag, config file, backend option or model path as its
+    ``UsageError`` (it never imports found-rl), as ``python -m vlm_server`` shows it: here it
+    becomes a :class:`~found_rl.errors.UserError` (exit 2). Any other exception, a ``ValueError``
+    of the server's own code included, is a bug and keeps its traceback (exit 1).
     """
     from vlm_server.cli import serve
+    from vlm_server.errors import UsageError
 
-    with as_user_error():
+    with as_user_error(UsageError):
         return serve(args)

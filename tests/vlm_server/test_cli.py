@@ -217,6 +217,28 @@ def test_backend_option_rejected_by_the_constructor_names_the_backend(
     assert "backend 'fixed-cost': bad options ['base_ms']" in capsys.readouterr().err
 
 
+def test_an_option_the_backend_does_not_take_exits_2_naming_it(capsys, no_serving):
+    from vlm_server.__main__ import main
+
+    assert main(["--advisor", "fixed-cost", "--advisor-option", "base_msec=1"]) == 2
+    assert "backend 'fixed-cost': bad options ['base_msec']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("error", [ValueError, TypeError])
+def test_an_error_inside_a_backend_constructor_is_a_bug_not_the_users(monkeypatch, capsys, no_serving, error):
+    from vlm_server.__main__ import main
+    from vlm_server.backends.fixed_cost import FixedCostAdvisor
+
+    def broken_init(self, base_ms=20.0):
+        raise error("an internal check of ours failed")
+
+    monkeypatch.setattr(FixedCostAdvisor, "__init__", broken_init)
+    with pytest.raises(error, match="an internal check of ours failed") as raised:
+        main(["--advisor", "fixed-cost", "--advisor-option", "base_ms=5"])
+    assert raised.traceback[-1].name == "broken_init"  # its own traceback, not a re-raise
+    assert "vlm_server: error" not in capsys.readouterr().err
+
+
 def test_port_in_use_exits_2_naming_the_port(capsys):
     from vlm_server.__main__ import main
 

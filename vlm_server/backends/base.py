@@ -8,6 +8,10 @@ Writing an advisor plug-in (e.g. ``found_rl.advisors:ExpertAdvisor``)::
         def advise_batch(self, items: list[AdviseItem]) -> list[AdviseResult]: ...
         def close(self) -> None: ...                # optional
 
+The constructor refuses an option it cannot take by raising ``vlm_server.errors.UsageError``
+naming it (the server then exits with that line); any other exception of the constructor is a
+bug of the plug-in and keeps its traceback.
+
 ``advise_batch`` gets up to ``max_batch_size`` items and must return one result per item, in
 order. It runs in the server's single model thread (never on the event loop), so it may block
 and needs no locking against itself. A per-item failure is an ``AdviseResult(error=...)``;
@@ -27,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from vlm_server.errors import MissingPathError, UsageError
 
 BACKEND_ALIASES: dict[str, str] = {
     "openclip": "vlm_server.backends.clip:OpenClipScorer",
@@ -117,31 +123,40 @@ class ClipScorerBackend(Protocol):
 
 
 def load_backend(spec: str, options: dict[str, Any] | None = None) -> Any:
-    """Instantiate ``"module:Class"`` (or an alias from ``BACKEND_ALIASES``) with ``options``."""
+    """Instantiate ``"module:Class"`` (or an alias from ``BACKEND_ALIASES``) with ``options``.
+
+    Raises:
+        UsageError: the spec names no class, the class takes no such option, or its constructor
+            refused a value (a :class:`UsageError` of its own, e.g. a missing model file). Any
+            other exception of the constructor is a bug and passes with its traceback.
+    """
     path = BACKEND_ALIASES.get(spec, spec)
     module_name, sep, class_name = path.partition(":")
     if not sep or not module_name or not class_name:
-        raise ValueError(
+        raise UsageError(
             f"backend {spec!r}: expected 'module:Class' or one of {sorted(BACKEND_ALIASES)}"
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(
+        raise UsageError(
             f"backend {spec!r}: cannot import module {module_name!r}: {exc}"
         ) from exc
     cls = getattr(module, class_name, None)
     if cls is None:
-        raise ValueError(
+        raise UsageError(
             f"backend {spec!r}: module {module_name!r} has no attribute {class_name!r}"
         )
+    options = options or {}
+    try:  # the options against the signature, so that a TypeError inside the constructor stays a bug
+        inspect.signature(cls).bind(**options)
+    except TypeError as exc:
+        raise UsageError(f"backend {spec!r}: bad options {sorted(options)}: {exc}") from None
     try:
-        return cls(**(options or {}))
-    # TypeError: unknown option; ValueError: the constructor's own check of a value
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"backend {spec!r}: bad options {sorted(options or {})}: {exc}"
-        ) from exc
+        return cls(**options)
+    except UsageError as exc:  # the constructor's own check of a value
+        kind = MissingPathError if isinstance(exc, FileNotFoundError) else UsageError
+        raise kind(f"backend {spec!r}: bad options {sorted(options)}: {exc}") from exc
 
 
 def is_async_method(backend: Any, name: str) -> bool:

@@ -36,7 +36,7 @@ from vlm_server.backends.base import ClipItem, ClipResult
 from vlm_server.clip_checkpoint import check_compatible, load_model, read_checkpoint, text_tokenizer
 from vlm_server.clip_inputs import DEFAULT_CONTEXT, DEFAULT_IMAGE_INPUT, context_named, image_input_named
 from vlm_server.clip_preprocess import OPENAI_MEAN, OPENAI_STD, normalise, resize_area
-from vlm_server.errors import MissingPathError
+from vlm_server.errors import MissingPathError, UsageError
 from vlm_server.running_stats import RunningMoments
 
 logger = logging.getLogger(__name__)
@@ -86,23 +86,23 @@ class OpenClipScorer:
         self.context = context_named(context, "context").name
         self.image_input = image_input_named(image_input, "image_input")
         if checkpoint is None and self.image_input.frames > 1:
-            raise ValueError(
+            raise UsageError(
                 f"image_input={image_input!r} needs a checkpoint fine-tuned on it; "
                 "an open_clip model reads one RGB image"
             )
         if image_size is not None and image_size < 8:
-            raise ValueError(f"image_size must be >= 8 px, got {image_size}")
+            raise UsageError(f"image_size must be >= 8 px, got {image_size}")
         if model_config_path is not None and not Path(model_config_path).is_file():
             raise MissingPathError(f"model_config_path {model_config_path} does not exist")
         if checkpoint is not None:
             if not Path(checkpoint).is_file():
                 raise MissingPathError(f"checkpoint {checkpoint} does not exist")
             if pretrained not in (None, DEFAULT_PRETRAINED):
-                raise ValueError(
+                raise UsageError(
                     f"give checkpoint or pretrained, not both (checkpoint={checkpoint}, pretrained={pretrained!r})"
                 )
         if precision not in ("fp32", "fp16", "bf16"):
-            raise ValueError(f"precision must be fp32, fp16 or bf16, got {precision!r}")
+            raise UsageError(f"precision must be fp32, fp16 or bf16, got {precision!r}")
         self.checkpoint = checkpoint
         self.requested_model_name = model_name
         self.model_name = model_name or DEFAULT_MODEL_NAME

@@ -12,6 +12,7 @@ import time
 from collections import deque
 
 from vlm_server.backends.base import AdviseItem, AdviseResult, ClipItem, ClipResult
+from vlm_server.errors import UsageError
 
 
 def expected_action(command: int, speed_mps: float) -> tuple[float, float]:
@@ -29,7 +30,7 @@ class _FixedCost:
         load_delay_s: float = 0.0,
     ) -> None:
         if base_ms < 0 or per_item_ms < 0 or load_delay_s < 0:
-            raise ValueError("base_ms, per_item_ms and load_delay_s must be >= 0")
+            raise UsageError("base_ms, per_item_ms and load_delay_s must be >= 0")
         self.base_ms = base_ms
         self.per_item_ms = per_item_ms
         self.fail_id_prefix = fail_id_prefix

@@ -34,6 +34,7 @@ from vlm_server.backends.hf_checks import (
 )
 from vlm_server.backends.hf_inputs import PromptIds, TorchPixels, fast_inputs
 from vlm_server.backends.hf_template import AnswerTemplate, TemplatedDecoder
+from vlm_server.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def check_torch_threads(value: Any) -> int | None:
     if value is None:
         return None
     if type(value) is not int or value < 1:
-        raise ValueError(f"torch_threads must be an int >= 1 (threads for torch), got {value!r}")
+        raise UsageError(f"torch_threads must be an int >= 1 (threads for torch), got {value!r}")
     return value
 
 
@@ -122,24 +123,24 @@ class HuggingFaceAdvisor:
     ) -> None:
         if isinstance(model, (str, os.PathLike)):
             if model_path is not None and str(model_path) != str(model):
-                raise ValueError(f"give the checkpoint as model or as model_path, not both ({model!s}, {model_path!s})")
+                raise UsageError(f"give the checkpoint as model or as model_path, not both ({model!s}, {model_path!s})")
             model_path, model = str(model), None
         if model_path is None and (processor is None or model is None):
-            raise ValueError(
+            raise UsageError(
                 "HuggingFaceAdvisor needs model_path, or both processor and model"
             )
         if dtype not in ("auto", "float16", "bfloat16", "float32"):
-            raise ValueError(
+            raise UsageError(
                 f"dtype must be auto, float16, bfloat16 or float32, got {dtype!r}"
             )
         if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+            raise UsageError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if image_size is not None and (type(image_size) is not int or image_size < 1):
-            raise ValueError(f"image_size must be an int >= 1 (px), got {image_size!r}")
+            raise UsageError(f"image_size must be an int >= 1 (px), got {image_size!r}")
         if not (isinstance(templated_decoding, bool) or templated_decoding == "auto"):
-            raise ValueError(f"templated_decoding must be auto, true or false, got {templated_decoding!r}")
+            raise UsageError(f"templated_decoding must be auto, true or false, got {templated_decoding!r}")
         if not isinstance(fast_inputs, bool):
-            raise ValueError(f"fast_inputs must be true or false, got {fast_inputs!r}")
+            raise UsageError(f"fast_inputs must be true or false, got {fast_inputs!r}")
         self.model_path = model_path
         self.device = device
         self.dtype = dtype

@@ -15,6 +15,7 @@ import aiohttp
 
 from vlm_server.answers import build_prompt, parse_answer
 from vlm_server.backends.base import AdviseItem, AdviseResult
+from vlm_server.errors import UsageError
 from vlm_server.images import png_bytes
 
 
@@ -40,18 +41,18 @@ class OpenAICompatAdvisor:
         max_tokens: int = 32,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(
+            raise UsageError(
                 f"base_url must start with http:// or https://, got {base_url!r}"
             )
         if max_concurrency < 1 or timeout_s <= 0 or max_tokens < 1:
-            raise ValueError(
+            raise UsageError(
                 "max_concurrency, timeout_s and max_tokens must be positive"
             )
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
         if api_key_env and not self.api_key:
-            raise ValueError(
+            raise UsageError(
                 f"api_key_env={api_key_env!r}: that environment variable is not set"
             )
         self.max_concurrency = max_concurrency
