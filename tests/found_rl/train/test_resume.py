@@ -135,18 +135,28 @@ def guided_runs(tmp_path_factory):
         scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200},
         advisor={"spawn_options": {"model": str(model), "torch_threads": 1}})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
-    runs = {}
+    # The three runs start at once: each spends most of its half minute waiting for its server to
+    # load (one core's work), so side by side they take little longer than one. Each has its own
+    # server, run folder and seed; nothing they compute depends on the others.
+    started = {}
     # the other seed chooses its label rate by the start-up probe (recorded in its config.yaml)
     for name, seed, rate in (("a", 0, "0.5"), ("other_seed", 1, "auto")):
-        done = subprocess.run(train_command(str(config), "--run-dir", str(root / name), *GUIDED, "--set",
-                                            f"seed={seed}", "--set", f"advisor.label_rate={rate}"),
-                              capture_output=True, text=True, timeout=400, env=env)
-        assert_ran_clean(done)
-        runs[name] = root / name
+        command = train_command(str(config), "--run-dir", str(root / name), *GUIDED, "--set",
+                                f"seed={seed}", "--set", f"advisor.label_rate={rate}")
+        output = open(root / f"{name}.stdout", "w+"), open(root / f"{name}.stderr", "w+")  # noqa: SIM115
+        process = subprocess.Popen(command, stdout=output[0], stderr=output[1], text=True, env=env)
+        started[name] = command, process, output
     killed_dir = root / "b"
     killed_at = run_killed_at_first_checkpoint(
         train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "seed=0",
                       "--set", "advisor.label_rate=0.5", "--set", "budget.env_steps=100000"), killed_dir, env)
+    runs = {}
+    for name, (command, process, (stdout, stderr)) in started.items():
+        code = process.wait(timeout=400)
+        with stdout, stderr:
+            stdout.seek(0), stderr.seek(0)
+            assert_ran_clean(subprocess.CompletedProcess(command, code, stdout.read(), stderr.read()))
+        runs[name] = root / name
     resumed = subprocess.run(train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300"),
                              capture_output=True, text=True, timeout=400, env=env)
     assert_ran_clean(resumed)
