@@ -27,6 +27,7 @@ from found_rl.algos.augment import augment_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_schedule, check_settings
 from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, vmr_loss
 from found_rl.algos.numerics import ensure_finite
+from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.sac import AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
 from found_rl.algos.schedules import drqv2_cosine, linear_decay, vmr_coefficient
 from found_rl.guidance_settings import Awag, ClipBonus, Vmr
@@ -172,8 +173,8 @@ class DrQV2:
         # Target heads only: as in DrQ-v2 the target reads the online encoder's features.
         self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
         self.actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
-        self.q_optimizer = torch.optim.Adam(self.qf.parameters(), lr=config.critic_lr)
-        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.actor_lr)
+        self.q_optimizer = adam(self.qf.parameters(), lr=config.critic_lr)
+        self.actor_optimizer = adam(self.actor_params, lr=config.actor_lr)
         self.num_updates = 0
         self.last_global_step = 0
         self._set_std(self.std(0))
@@ -311,9 +312,7 @@ class DrQV2:
         logs.update(self._actor_step(features.detach(), batch, std, global_step))
 
         # ---- target critics
-        with torch.no_grad():
-            for param, target_param in zip(self.qf.parameters(), self.qf_target.parameters()):
-                target_param.lerp_(param, cfg.tau)
+        polyak_update(self.qf, self.qf_target, cfg.tau)
         self.num_updates += 1
         return logs
 

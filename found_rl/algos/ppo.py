@@ -26,6 +26,7 @@ from fast_sampler.smpo import masked_mean, masked_normalize
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
 from found_rl.algos.guidance import advisor_bc_gate, advisor_bc_loss
 from found_rl.algos.numerics import ensure_finite
+from found_rl.algos.optim import adam
 from found_rl.algos.schedules import linear_decay
 from found_rl.guidance_settings import AdvisorBc, ClipBonus
 from found_rl.models.encoders import EncoderConfig, NetworkConfig, make_encoder
@@ -205,7 +206,7 @@ class PPO:
             config.network.actor_hidden,
             config.network.critic_hidden,
         ).to(self.device)
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=config.learning_rate, eps=1e-5)
+        self.optimizer = adam(self.agent.parameters(), lr=config.learning_rate, eps=1e-5)
 
     @property
     def policy_spec(self) -> PolicySpec:

@@ -23,6 +23,7 @@ from found_rl.algos.augment import shift_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
 from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, vmr_loss
 from found_rl.algos.numerics import ensure_finite
+from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
 from found_rl.guidance_settings import Awag, ClipBonus, Vmr
 from found_rl.models.encoders import NetworkConfig, make_encoder
@@ -152,11 +153,11 @@ class SAC:
         self.actor = SquashedGaussianActor(encoder, action_dim, config.network.actor_hidden).to(self.device)
         self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
         self.actor_params = [p for name, p in self.actor.named_parameters() if not name.startswith("encoder.")]
-        self.q_optimizer = torch.optim.Adam(self.qf.parameters(), lr=config.q_lr)
-        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.policy_lr)
+        self.q_optimizer = adam(self.qf.parameters(), lr=config.q_lr)
+        self.actor_optimizer = adam(self.actor_params, lr=config.policy_lr)
         self.target_entropy = -config.target_entropy_scale * action_dim
         self.log_alpha = torch.tensor(math.log(config.alpha), device=self.device, requires_grad=True)
-        self.a_optimizer = torch.optim.Adam([self.log_alpha], lr=config.policy_lr)
+        self.a_optimizer = adam([self.log_alpha], lr=config.policy_lr)
         self.alpha = config.alpha
         self.num_updates = 0
 
@@ -240,7 +241,12 @@ class SAC:
             next_q_value = rewards + (1.0 - batch.dones) * cfg.gamma * min_qf_next_target
 
         features = self.qf.encoder(obs)
-        qf1_a_values, qf2_a_values = self.qf.q_values(features, batch.actions)
+        if cfg.vmr.enabled:  # the taken and the advisor's actions through the heads in one pass
+            both = torch.cat([batch.actions, batch.advisor_actions])
+            qf1_both, qf2_both = self.qf.q_values(features.repeat(2, 1), both)
+            (qf1_a_values, qf1_advisor), (qf2_a_values, qf2_advisor) = qf1_both.chunk(2), qf2_both.chunk(2)
+        else:
+            qf1_a_values, qf2_a_values = self.qf.q_values(features, batch.actions)
         qf1_loss = F.mse_loss(qf1_a_values, next_q_value)
         qf2_loss = F.mse_loss(qf2_a_values, next_q_value)
         qf_loss = qf1_loss + qf2_loss
@@ -248,7 +254,6 @@ class SAC:
         if cfg.vmr.enabled:
             margin, form = cfg.vmr.margin, cfg.vmr.form
             vmr_coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
-            qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
             vmr = vmr_loss(qf1_advisor, qf1_a_values, has_advisor, margin, form) + vmr_loss(
                 qf2_advisor, qf2_a_values, has_advisor, margin, form
             )
@@ -276,16 +281,15 @@ class SAC:
 
         # ---- target critics
         if self.num_updates % cfg.target_network_frequency == 0:
-            with torch.no_grad():
-                for param, target_param in zip(self.qf.parameters(), self.qf_target.parameters()):
-                    target_param.lerp_(param, cfg.tau)
+            polyak_update(self.qf, self.qf_target, cfg.tau)
         return logs
 
     def _actor_step(self, features: torch.Tensor, batch: ReplaySamples, global_step: int) -> dict[str, float]:
         """Actor loss (+ AWAG, METHOD §2), then the temperature loss."""
         cfg = self.config
         self.qf.requires_grad_(False)  # the actor loss needs dQ/da only, not critic weight gradients
-        pi, log_pi, _ = self.actor.sample_from_features(features)
+        mean, log_std = self.actor.params_from_features(features)  # one head pass for every term below
+        pi, log_pi, mu = self.actor.sample_from_params(mean, log_std)
         qf1_pi, qf2_pi = self.qf.q_values(features, pi)
         actor_loss = (self.alpha * log_pi - torch.min(qf1_pi, qf2_pi)).mean()
         checked = {"losses/actor_loss": actor_loss}
@@ -293,10 +297,9 @@ class SAC:
         if cfg.awag.enabled:
             bound = 1.0 - cfg.advisor_action_eps
             advisor_actions = batch.advisor_actions.clamp(-bound, bound)
-            with torch.no_grad():
-                mu = self.actor.params_from_features(features)[0].tanh()
-                q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
-                q_policy_min = torch.min(*self.qf.q_values(features, mu))
+            with torch.no_grad():  # Q of the advisor's action and of the policy's mode, in one pass
+                q1, q2 = self.qf.q_values(features.repeat(2, 1), torch.cat([advisor_actions, mu]))
+                q_advisor_min, q_policy_min = torch.min(q1, q2).chunk(2)
                 awag = awag_weights(
                     q_advisor_min,
                     q_policy_min,
@@ -304,7 +307,7 @@ class SAC:
                     cfg.awag.beta,
                     cfg.awag.max_weight,
                 )
-            log_prob_advisor = self.actor.log_prob_from_features(features, advisor_actions)
+            log_prob_advisor = self.actor.log_prob_from_params(mean, log_std, advisor_actions)
             awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term

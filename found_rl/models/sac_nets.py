@@ -67,14 +67,25 @@ class SquashedGaussianActor(nn.Module):
         Returns:
             ``(action (B, A), log_prob (B,), deterministic_action (B, A))``.
         """
-        mean, log_std = self.params_from_features(features)
+        return self.sample_from_params(*self.params_from_features(features))
+
+    @staticmethod
+    def sample_from_params(
+        mean: torch.Tensor, log_std: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`sample_from_features` on the Gaussian's parameters (lets one head pass serve
+        the sample, the mode and the log-probability of other actions)."""
         pre_tanh = mean + log_std.exp() * torch.randn_like(mean)
         log_prob = squashed_gaussian_log_prob(mean, log_std, pre_tanh)
         return torch.tanh(pre_tanh), log_prob, torch.tanh(mean)
 
     def log_prob_from_features(self, features: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Per-sample log π(actions | s), ``(B,)``; actions must lie strictly inside (−1, 1)."""
-        mean, log_std = self.params_from_features(features)
+        return self.log_prob_from_params(*self.params_from_features(features), actions)
+
+    @staticmethod
+    def log_prob_from_params(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """:meth:`log_prob_from_features` on the Gaussian's parameters."""
         return squashed_gaussian_log_prob(mean, log_std, torch.atanh(actions))
 
     def sample(self, obs: TensorObs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,10 +1,13 @@
-"""Issue 26's speed changes, each pinned against the update it replaces on a fixed batch.
+"""The update's speed changes, each pinned against the update it replaces on a fixed batch.
 
 * The replay stores the BEV channels-last: an implementation change, so the update on its
   batch gives the losses and gradients of the update on the same batch laid out NCHW.
 * ``target_features="online_encoder"`` adopts DrQ-v2's target: the target heads read the
   online encoder's no-grad features of o_{t+1}. With the target encoder equal to the online
   one the two forms are the same update; otherwise the TD target differs by exactly that.
+* The guided update passes the critic heads once for the taken and the advisor's actions, and
+  the actor head once for the sample, the mode and the advisor's log-probability: the same
+  gradients as one head pass per term.
 """
 
 import copy
@@ -12,8 +15,11 @@ import copy
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
+from found_rl.algos.guidance import awag_loss, awag_weights, vmr_loss
 from found_rl.algos.sac import SAC, SacConfig
+from found_rl.algos.schedules import vmr_coefficient
 from found_rl.models.encoders import network_preset
 from found_rl.models.observation import ObsSpec
 from found_rl.storage.replay import ReplayBuffer
@@ -124,3 +130,61 @@ def test_online_encoder_targets_read_the_online_features(replay_and_batch):
     _, grads = update_with_gradients(vmr_free, batch)
     for expected, got in zip((p.grad for p in before.qf.parameters()), grads):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-7)
+
+
+def guided_reference_gradients(before: SAC, after: SAC, batch, global_step: int):
+    """The guided update's critic and actor gradients with every term written out on its own
+    head pass (METHOD §1, §2), as the update computed them before the passes were fused.
+
+    ``before`` is the learner as the update found it; ``after`` supplies the critic the actor
+    step reads (the critic has stepped by then).
+    """
+    cfg = before.config
+    prepare = before.qf.encoder.prepare
+    obs, next_obs = prepare(batch.observations), prepare(batch.next_observations)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        next_features = before.qf.encoder(next_obs)
+        next_actions, next_log_pi, _ = before.actor.sample_from_features(next_features)
+        q1_next, q2_next = before.qf_target.q_values(next_features, next_actions)
+        soft_value = torch.min(q1_next, q2_next) - before.alpha * next_log_pi
+        target = batch.rewards + (1 - batch.dones) * cfg.gamma * soft_value
+    features = before.qf.encoder(obs)
+    q1, q2 = before.qf.q_values(features, batch.actions)
+    q1_advisor, q2_advisor = before.qf.q_values(features, batch.advisor_actions)
+    margin, form = cfg.vmr.margin, cfg.vmr.form
+    has = batch.has_advisor
+    vmr = vmr_loss(q1_advisor, q1, has, margin, form) + vmr_loss(q2_advisor, q2, has, margin, form)
+    coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
+    critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target) + coef * vmr
+    critic_grads = torch.autograd.grad(critic_loss, list(before.qf.parameters()))
+
+    features = features.detach()
+    pi, log_pi, _ = before.actor.sample_from_features(features)
+    q1_pi, q2_pi = after.qf.q_values(features, pi)
+    bound = 1.0 - cfg.advisor_action_eps
+    advisor_actions = batch.advisor_actions.clamp(-bound, bound)
+    with torch.no_grad():
+        mu = before.actor.params_from_features(features)[0].tanh()
+        q_advisor = torch.min(*after.qf.q_values(features, advisor_actions))
+        q_policy = torch.min(*after.qf.q_values(features, mu))
+        awag = awag_weights(q_advisor, q_policy, batch.has_advisor, cfg.awag.beta, cfg.awag.max_weight)
+    awag_term = awag_loss(before.actor.log_prob_from_features(features, advisor_actions), awag.gate, awag.weights)
+    awag_coef = before.awag_coefficient(global_step)
+    actor_loss = (before.alpha * log_pi - torch.min(q1_pi, q2_pi)).mean() + awag_coef * awag_term
+    actor_grads = torch.autograd.grad(actor_loss, before.actor_params)
+    return critic_grads, actor_grads
+
+
+def test_the_guided_update_equals_its_terms_computed_one_head_pass_each(replay_and_batch):
+    _, batch, _ = replay_and_batch
+    learner = sac(drq_pad_px=0, policy_frequency=1)  # no shift draw; the actor steps on this update
+    before = copy.deepcopy(learner)
+    torch.manual_seed(5)
+    learner.update(batch, 1000)
+    critic_expected, actor_expected = guided_reference_gradients(before, learner, batch, 1000)
+    for expected, param in zip(critic_expected, learner.qf.parameters()):
+        torch.testing.assert_close(param.grad, expected, rtol=1e-4, atol=1e-6)
+    for expected, param in zip(actor_expected, learner.actor_params):
+        torch.testing.assert_close(param.grad, expected, rtol=1e-4, atol=1e-6)
+    assert any(g.abs().sum() > 0 for g in actor_expected)  # the actor really stepped on this update
