@@ -302,5 +302,7 @@ def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch)
 
     monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
     code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
-    assert code == 130 and err == "interrupted\n"
+    # Where the signal lands first (the wait or the child's result) decides whether the bench
+    # lists the unfinished runs; either way it exits 130 as interrupted, with no traceback.
+    assert code == 130 and "interrupted" in err.splitlines()[0] and "Traceback" not in err
     assert len(started) == 1
