@@ -1,6 +1,7 @@
 """Suite-wide pytest setup.
 
 - torch runs on one thread so the suite behaves on 2-core CI.
+- Signal handlers a test changes must be restored by it.
 - Networks compiled by the tests go to a per-session cache, never the user's.
 """
 
@@ -21,3 +22,16 @@ def network_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ.pop("FOUND_RL_CACHE", None)
     else:
         os.environ["FOUND_RL_CACHE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored():
+    """A test that leaves Ctrl-C or SIGTERM handled its own way breaks every later test of Ctrl-C."""
+    import signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = [sig.name for sig, handler in before.items() if signal.getsignal(sig) is not handler]
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    assert not changed, f"the test left the {' and '.join(changed)} handler changed"

@@ -114,6 +114,20 @@ def _label_rate(value: Any) -> Any:
 LabelRate = Annotated[float | Literal["auto"], BeforeValidator(_label_rate)]
 
 
+def _label_lag(value: Any) -> Any:
+    """``auto`` or a whole number of lock-steps >= 0."""
+    if value == "auto":
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number of lock-steps >= 0 or 'auto', got {value!r}")
+    return value
+
+
+LabelLag = Annotated[int | Literal["auto"], BeforeValidator(_label_lag)]
+
+
 def _advisor_shorthand(value: Any) -> Any:
     """``none`` / a URL / a list of URLs / ``spawn:BACKEND`` → the full mapping."""
     if value is None or value == "none":
@@ -149,9 +163,10 @@ class AdvisorConfig(_Strict):
     label_mode: Literal["repeatable", "async"] = Field(
         "repeatable", description="repeatable: answers attach at a fixed lag (same seed, same run); async: on arrival"
     )
-    label_lag_steps: int = Field(
-        16, ge=0, description="repeatable mode: lock-steps between storing o_t and attaching its answer; requests "
-        "leave at half of it, so a longer lag sends a slow advisor larger, cheaper batches",
+    label_lag_steps: LabelLag = Field(
+        "auto", description="repeatable mode: lock-steps between storing o_t and attaching its answer; requests "
+        "leave at half of it, so a longer lag sends a slow advisor larger, cheaper batches; auto: the shortest "
+        "lag (16 to 256) whose half fills a request at the label rate (recorded in config.yaml)",
     )
     request_items: int = Field(
         16, ge=1, description="requests leave in batches of this many items, or once the oldest is half the "

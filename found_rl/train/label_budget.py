@@ -11,6 +11,12 @@ skip the same phase of every episode).
 advisor at several request sizes and :func:`rate_at_own_batch` picks the rate the advisor
 affords at the size of the requests that rate makes; the run config records the number, so the
 run and its resume repeat.
+
+A low rate makes small requests, and a served model answers small requests several times
+slower per item than a batch. ``label_lag_steps = "auto"`` therefore lengthens the label lag
+with the rate (:func:`lag_for`): requests wait in the outbox for up to half the lag, so a lag
+long enough for a full request lets a slow teacher answer in batches. Off-policy learners
+lose nothing by it: an entry waits L lock-steps for its label out of the replay's thousands.
 """
 
 from __future__ import annotations
@@ -125,6 +131,28 @@ def probe_answers_per_s(client: Any, payloads: Sequence[tuple[dict[str, Any], st
             answered += ok
             spent += clock() - started
     return answered / max(spent, 1e-9)
+
+
+SHORTEST_AUTO_LAG = 16
+"""``label_lag_steps: auto``'s lag for a fast advisor (every observation labelled)."""
+LONGEST_AUTO_LAG = 256
+"""``label_lag_steps: auto``'s cap: 1,024 env steps of 4 clips, a few percent of a short run."""
+
+
+def lag_for(rate: float, items_per_lock_step: float, request_items: int) -> int:
+    """The shortest label lag whose half fills a request of ``request_items`` at ``rate``.
+
+    Args:
+        rate: the label rate.
+        items_per_lock_step: items a lock-step asks about at rate 1 (clips x items per observation).
+        request_items: the request size the outbox waits for.
+
+    Returns:
+        A lag in lock-steps, between :data:`SHORTEST_AUTO_LAG` and :data:`LONGEST_AUTO_LAG`.
+    """
+    per_lock_step = rate * items_per_lock_step
+    needed = math.ceil(2 * request_items / per_lock_step) if per_lock_step > 0 else LONGEST_AUTO_LAG
+    return min(LONGEST_AUTO_LAG, max(SHORTEST_AUTO_LAG, needed))
 
 
 def request_sizes(largest: int) -> list[int]:

@@ -29,14 +29,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from fast_sampler import StepBatch, StepId
 from found_rl.errors import OutsideFailure, UserError, as_user_error
 from found_rl.train.envs import advice_of
-from found_rl.train.label_budget import check_rate, is_labelled, probe_answers_per_s, rate_at_own_batch, request_sizes
+from found_rl.train.label_budget import (
+    check_rate,
+    is_labelled,
+    lag_for,
+    probe_answers_per_s,
+    rate_at_own_batch,
+    request_sizes,
+)
 from vlm_server.client import advise_payload, clip_payload
 
 log = logging.getLogger(__name__)
@@ -115,9 +122,22 @@ RETRY_PAUSE_S = 0.5
 PROBE_ITEMS = 32
 """Items the ``label_rate: auto`` probe times at each request size."""
 
-RateChosen = Callable[[float, float, dict[int, float]], None]
-"""Told ``(rate, answers_per_s, answers_per_s by request size)`` once ``rate="auto"`` was resolved
-by the start-up probe (``answers_per_s``: at the request size the rate makes)."""
+
+
+@dataclass(frozen=True)
+class ChosenBudget:
+    """The label budget an ``auto`` rate or lag resolved to at the first lock-step."""
+
+    rate: float
+    lag_steps: int | None
+    """the label lag (``None``: asynchronous mode)"""
+    answers_per_s: float | None = None
+    """the probe's answers/s at the request size the rate makes (``None``: the rate was given)"""
+    answers_per_s_by_request_size: dict[int, float] = field(default_factory=dict)
+
+
+BudgetChosen = Callable[[ChosenBudget], None]
+"""Told the resolved budget once, so the run config records numbers and a resume repeats them."""
 
 
 def _unanswered(reply: dict[str, Any]) -> bool:
@@ -132,13 +152,16 @@ class AdvisorLink:
         client: a background client of the advisor server(s).
         want_actions: ask ``/v1/advise`` for an action (VMR, AWAG).
         want_clip: ask ``/v1/clip/score`` for a CLIP bonus (needs images in the advice).
-        lag_steps: repeatable mode's L (lock-steps from a request to its attachment); ``None``
-            for the asynchronous mode.
+        lag_steps: repeatable mode's L (lock-steps from a request to its attachment); ``"auto"``
+            chooses it with the rate at the first lock-step
+            (:func:`~found_rl.train.label_budget.lag_for`: long enough for full requests);
+            ``None`` for the asynchronous mode.
         rate: the label budget, the share of observations asked about (``label_budget``);
             ``None`` probes the advisor at the first lock-step and chooses it
             (:func:`~found_rl.train.label_budget.rate_at_own_batch`).
         auto_rate_steps_per_s: ``rate=None``: the loop speed the rate is chosen for.
-        on_rate_chosen: ``rate=None``: told the chosen rate, to record it in the run config.
+        on_budget_chosen: told the rate and lag once ``rate=None`` or ``lag_steps="auto"`` were
+            resolved, to record them in the run config.
         down_wait_s: repeatable mode: how long an advisor that does not answer is retried.
         stop_when_down: repeatable mode: after ``down_wait_s``, stop the run
             (:class:`OutsideFailure`) instead of going on marked not repeatable.
@@ -158,13 +181,14 @@ class AdvisorLink:
     """
 
     def __init__(
-        self, client: LabelClient, *, want_actions: bool, want_clip: bool, lag_steps: int | None = None,
-        rate: float | None = 1.0, auto_rate_steps_per_s: float = 100.0, on_rate_chosen: RateChosen | None = None,
+        self, client: LabelClient, *, want_actions: bool, want_clip: bool,
+        lag_steps: int | Literal["auto"] | None = None, rate: float | None = 1.0,
+        auto_rate_steps_per_s: float = 100.0, on_budget_chosen: BudgetChosen | None = None,
         down_wait_s: float = 60.0, stop_when_down: bool = False, advisor_name: str = "the advisor",
         check_interrupt: Callable[[], None] | None = None, probe_interval_s: float = 2.0,
         request_items: int = 1, cpu_share: float = 0.15, advisor_cpu_seconds: Callable[[], float] | None = None,
     ) -> None:
-        if lag_steps is not None and lag_steps < 0:
+        if isinstance(lag_steps, int) and lag_steps < 0:
             raise UserError(f"advisor.label_lag_steps: must be >= 0, got {lag_steps}")
         if rate is not None:
             with as_user_error():
@@ -172,10 +196,10 @@ class AdvisorLink:
         self.client = client
         self.advisor_cpu_seconds = advisor_cpu_seconds
         self.want_actions, self.want_clip = want_actions, want_clip
-        self.lag_steps = lag_steps
+        self.lag_steps: int | Literal["auto"] | None = lag_steps
         self.rate = rate
         self.auto_rate_steps_per_s = auto_rate_steps_per_s
-        self.on_rate_chosen = on_rate_chosen
+        self.on_budget_chosen = on_budget_chosen
         self.down_wait_s = down_wait_s
         self.stop_when_down = stop_when_down
         self.advisor_name = advisor_name
@@ -216,6 +240,7 @@ class AdvisorLink:
         settled = self.stats.submitted - self.in_flight + self.stats.skipped
         return {
             "label_rate": self.rate,
+            "label_lag_steps": self.lag_steps,
             "budget_coverage": self.stats.attached / settled if settled else 0.0,
             "marked_down": self.stats.marked_down,
             "repeatable": self.repeatable and self.not_repeatable_from is None,
@@ -231,8 +256,8 @@ class AdvisorLink:
         at t = 0), never from ``batch.infos`` (which came with o_{t+1}: a step late).
         """
         clips = np.flatnonzero(batch.valid)
-        if self.rate is None and clips.size:
-            self._choose_rate(batch, clips)
+        if (self.rate is None or self.lag_steps == "auto") and clips.size:
+            self._choose_budget(batch, clips)
         asked = is_labelled(batch.clip_index[clips], batch.episode_index[clips], batch.step_index[clips],
                             self.rate or 1.0)
         sent: list[str] = []
@@ -251,15 +276,20 @@ class AdvisorLink:
     @property
     def _flush_age(self) -> int:
         """Lock-steps a request may wait in the outbox: half the label lag, at least one."""
-        return max(1, (self.lag_steps or 0) // 2) if self.repeatable else 1
+        return self._flush_age_of(self.lag_steps)
+
+    @staticmethod
+    def _flush_age_of(lag_steps: int | Literal["auto"] | None) -> int:
+        return max(1, lag_steps // 2) if isinstance(lag_steps, int) else 1
 
     def _send_outbox(self) -> None:
         if self._outbox:
             self.client.submit_many(self._outbox)
         self._outbox, self._outbox_since = [], None
 
-    def _choose_rate(self, batch: StepBatch, clips: np.ndarray) -> None:
-        """``rate="auto"``: measure the advisor's answers/s on this lock-step's requests, once."""
+    def _choose_budget(self, batch: StepBatch, clips: np.ndarray) -> None:
+        """Resolve ``rate=None`` (a probe of the advisor's answers/s on this lock-step's requests)
+        and ``lag_steps="auto"`` (long enough for full requests at that rate), once."""
         payloads = []
         for clip in clips:
             advice = advice_of(batch.obs_infos[clip])
@@ -268,24 +298,36 @@ class AdvisorLink:
         if not payloads:
             return
         per_observation = len(payloads) / len(clips)  # an action and/or a bonus
+        items_at_rate_one = len(clips) * per_observation
+
+        def lag_at(rate: float) -> int | None:
+            if self.lag_steps == "auto":
+                return lag_for(rate, items_at_rate_one, self.request_items)
+            return self.lag_steps
 
         def items_per_request(rate: float) -> float:
             """What the outbox holds when it leaves: one flush age of budgeted observations."""
-            return min(self.request_items, len(clips) * rate * per_observation * self._flush_age)
+            return min(self.request_items, items_at_rate_one * rate * self._flush_age_of(lag_at(rate)))
 
-        # Largest first: the server's warm-up falls in the first, untimed request of the
-        # largest size; then at least PROBE_ITEMS items per size, so single items are timed too.
-        clock = self.advisor_cpu_seconds or time.perf_counter
-        measured = {size: probe_answers_per_s(self.client, payloads, items=size, clock=clock,
-                                              rounds=1 + max(2, math.ceil(PROBE_ITEMS / size)))
-                    for size in reversed(request_sizes(self.request_items))}
-        self.rate, items, answers_per_s = rate_at_own_batch(
-            measured, self.auto_rate_steps_per_s * per_observation, items_per_request, cpu_share=self.cpu_share)
-        log.info("advisor answers %.0f requests per %s second at %.1f per request: label rate %.2g for a loop of "
-                 "%.0f env steps/s", answers_per_s, "CPU" if self.advisor_cpu_seconds else "wall-clock", items,
-                 self.rate, self.auto_rate_steps_per_s)
-        if self.on_rate_chosen is not None:
-            self.on_rate_chosen(self.rate, answers_per_s, measured)
+        answers_per_s, measured = None, {}
+        if self.rate is None:
+            # Largest first: the server's warm-up falls in the first, untimed request of the
+            # largest size; then at least PROBE_ITEMS items per size, so single items are timed too.
+            clock = self.advisor_cpu_seconds or time.perf_counter
+            measured = {size: probe_answers_per_s(self.client, payloads, items=size, clock=clock,
+                                                  rounds=1 + max(2, math.ceil(PROBE_ITEMS / size)))
+                        for size in reversed(request_sizes(self.request_items))}
+            self.rate, items, answers_per_s = rate_at_own_batch(
+                measured, self.auto_rate_steps_per_s * per_observation, items_per_request, cpu_share=self.cpu_share)
+            log.info("advisor answers %.0f requests per %s second at %.1f per request: label rate %.2g for a loop "
+                     "of %.0f env steps/s", answers_per_s, "CPU" if self.advisor_cpu_seconds else "wall-clock",
+                     items, self.rate, self.auto_rate_steps_per_s)
+        if self.lag_steps == "auto":
+            self.lag_steps = lag_at(self.rate)
+            log.info("label lag %d lock-steps: requests of up to %.0f items at label rate %.2g",
+                     self.lag_steps, items_per_request(self.rate), self.rate)
+        if self.on_budget_chosen is not None:
+            self.on_budget_chosen(ChosenBudget(self.rate, self.lag_steps, answers_per_s, measured))
 
     def submit(self, step_id: StepId, advice: dict[str, Any], action: np.ndarray, env_step: int) -> list[str]:
         """Ask about o_t (``advice`` came with o_t) and the executed action a_t; the ids sent."""
@@ -371,7 +413,9 @@ class AdvisorLink:
         A reply saying the advisor did not answer is asked again, for ``down_wait_s``; then the
         run stops or is marked not repeatable (``stop_when_down``).
         """
-        self._send_outbox()  # nothing waited for may still sit here
+        waited_for = set(identifiers)
+        if any(identifier in waited_for for identifier, _, _ in self._outbox):  # a lag shorter than 2
+            self._send_outbox()
         deadline = time.monotonic() + MISSING_REPLY_S
         down_since: float | None = None
         while True:

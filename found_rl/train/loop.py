@@ -56,7 +56,7 @@ from found_rl.train.evaluation_sets import (
     EvaluationSets,
     plan_evaluation_sets,
 )
-from found_rl.train.labels import AdvisorLink
+from found_rl.train.labels import AdvisorLink, ChosenBudget
 from found_rl.train.learners import build_learner, network_name
 from found_rl.train.resources import Placement, pin_learner, placed, server_threads, split_cpus, usable_cores
 from found_rl.train.run_folder import RunFolder, append_jsonl, read_jsonl, truncate_jsonl
@@ -325,7 +325,7 @@ class Trainer:
         link = AdvisorLink(
             client, want_actions=want_actions, want_clip=want_clip, lag_steps=lag,
             rate=None if advisor.label_rate == "auto" else advisor.label_rate,
-            auto_rate_steps_per_s=advisor.auto_rate_steps_per_s, on_rate_chosen=self._record_label_rate,
+            auto_rate_steps_per_s=advisor.auto_rate_steps_per_s, on_budget_chosen=self._record_label_budget,
             down_wait_s=advisor.down_wait_s, stop_when_down=advisor.when_down == "stop",
             advisor_name=f"the advisor at {', '.join(urls)}", check_interrupt=self.stop.check,
             request_items=advisor.request_items, cpu_share=advisor.auto_cpu_share,
@@ -334,16 +334,23 @@ class Trainer:
         stack.callback(link.close)
         return link
 
-    def _record_label_rate(self, rate: float, answers_per_s: float, by_request_size: dict[int, float]) -> None:
-        """``label_rate: auto`` resolved: the number goes into config.yaml, so a resume repeats it."""
-        advisor = self.config.advisor.model_copy(update={"label_rate": rate})
+    def _record_label_budget(self, budget: ChosenBudget) -> None:
+        """``label_rate`` / ``label_lag_steps: auto`` resolved: the numbers go into config.yaml, so a
+        resume repeats them; the probe's measurements into label_probe.json."""
+        update: dict[str, Any] = {"label_rate": budget.rate}
+        if budget.lag_steps is not None:
+            update["label_lag_steps"] = budget.lag_steps
+        advisor = self.config.advisor.model_copy(update=update)
         self.config = self.config.model_copy(update={"advisor": advisor})
         self.folder.update_config(self.config)
-        self.folder.write_label_probe({
-            "answers_per_s": answers_per_s, "label_rate": rate, "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s,
-            "answers_per_s_by_request_size": {str(size): value for size, value in by_request_size.items()},
-            "per": "second of the spawned server's CPU time" if self.config.advisor.spawn else "wall-clock second",
-        })
+        if budget.answers_per_s is not None:
+            self.folder.write_label_probe({
+                "answers_per_s": budget.answers_per_s, "label_rate": budget.rate,
+                "label_lag_steps": budget.lag_steps, "auto_rate_steps_per_s": advisor.auto_rate_steps_per_s,
+                "answers_per_s_by_request_size": {str(size): value
+                                                  for size, value in budget.answers_per_s_by_request_size.items()},
+                "per": "second of the spawned server's CPU time" if advisor.spawn else "wall-clock second",
+            })
 
     # ------------------------------------------------------------------ the loop
     def _act(self, obs: Any) -> Any:

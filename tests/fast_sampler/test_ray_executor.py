@@ -18,11 +18,13 @@ from fast_sampler.executors.ray_actors import RayExecutor  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init installs its own and shutdown leaves it
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield
     finally:
         ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
 
 
 def env_fns() -> list[functools.partial]:

@@ -301,7 +301,11 @@ def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch)
         return subprocess.CompletedProcess(command, 130)
 
     monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
-    code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a user's shell delivers it
+    try:
+        code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # Where the signal lands first (the wait or the child's result) decides whether the bench
     # lists the unfinished runs; either way it exits 130 as interrupted, with no traceback.
     assert code == 130 and "interrupted" in err.splitlines()[0] and "Traceback" not in err

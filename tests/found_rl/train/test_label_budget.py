@@ -7,6 +7,7 @@ import pytest
 from found_rl.train.label_budget import (
     check_rate,
     is_labelled,
+    lag_for,
     probe_answers_per_s,
     rate_at_own_batch,
     rate_for,
@@ -117,3 +118,28 @@ def test_the_rate_is_budgeted_at_the_size_of_the_requests_it_makes():
     assert (rate, items) == (0.4, pytest.approx(6.4))  # between the measured sizes
     assert 0.15 * (220 + 80 * (items - 4) / 4) / 100 == pytest.approx(rate, abs=0.01)  # a fixed point
     assert rate_at_own_batch({1: 1000.0, 16: 1000.0}, 100.0, items_per_request) == (1.0, 16, 1000.0)
+
+
+def test_the_auto_lag_is_the_shortest_whose_half_fills_a_request():
+    assert lag_for(1.0, 4, 16) == 16  # every observation of 4 clips: 16 items in 4 lock-steps
+    assert lag_for(0.05, 4, 16) == 160  # 0.2 items a lock-step: 16 items in 80
+    assert lag_for(0.05, 4, 16) * 0.05 * 4 / 2 == 16
+    assert lag_for(0.001, 4, 16) == 256  # capped: a few percent of a short run
+    assert lag_for(1.0, 64, 16) == 16  # never below the shortest
+
+
+def test_with_an_auto_lag_a_slow_advisor_is_budgeted_at_full_requests():
+    """A trained VLM served beside the loop answers 22 items per CPU second one at a time and 71 in
+    batches of 16. A fixed lag of 16 at a low rate sends requests of about one item, and the rate
+    settles where single items cost; the auto lag waits for full requests and affords 3x more."""
+    measured = {1: 22.0, 2: 29.0, 4: 45.0, 8: 64.0, 16: 71.0}
+
+    def fixed_lag(rate):  # 4 clips, flushed at half of 16 lock-steps
+        return min(16, 4 * rate * 8)
+
+    def auto_lag(rate):
+        return min(16, 4 * rate * (lag_for(rate, 4, 16) // 2))
+
+    slow, slow_items, _ = rate_at_own_batch(measured, 100.0, fixed_lag)
+    assert (slow, slow_items) == (0.033, pytest.approx(1.056))
+    assert rate_at_own_batch(measured, 100.0, auto_lag) == (0.1, 16, 71.0)

@@ -6,6 +6,7 @@ info (the published code's off-by-one) or attached to the wrong entry cannot pas
 is a real ``found-rl serve`` child answering ``(speed / 100, command / 10)`` after a delay.
 """
 
+import functools
 import time
 
 import gymnasium as gym
@@ -361,3 +362,34 @@ def test_only_the_budgeted_observations_are_asked_about():
                 if is_labelled(batch.clip_index[clip], batch.episode_index[clip], batch.step_index[clip], 0.3):
                     expected.append(item_id("a", batch.step_id(int(clip))))
     assert client.ids == expected and 0.2 < len(expected) / (2 * 199) < 0.4
+
+
+@pytest.mark.parametrize("lag, expected_lag, mean_request", [("auto", 160, 16), (16, 16, 2.6)])
+def test_an_auto_label_lag_lets_a_low_rate_send_full_requests(lag, expected_lag, mean_request):
+    """At rate 0.05, four clips ask about 0.2 observations a lock-step: a lag of 16 sends requests of
+    under three items (one, and those of the 8 lock-steps it waits); the auto lag (160) waits for 16
+    and is reported for the run config."""
+
+    class Requests(ScriptedClient):
+        def __init__(self):
+            super().__init__(0)
+            self.sizes = []
+
+        def submit_many(self, items):
+            self.sizes.append(len(items))
+            super().submit_many(items)
+
+    client, chosen = Requests(), []
+    link = AdvisorLink(client, want_actions=True, want_clip=False, rate=0.05, lag_steps=lag, request_items=16,
+                       on_budget_chosen=chosen.append)
+    env = functools.partial(CounterEnv, 10_000)
+    sampler = FastSampler(InProcessExecutor([env] * 4), lambda obs: np.zeros((4, 2), np.float32),
+                          rho=1.0, horizon=10_000, seed=0)
+    with sampler:
+        for lock_step in range(1, 400):
+            link.submit_lockstep(sampler.step(), lock_step, lock_step)
+            link.collect(lambda *args: True, lock_step, lock_step)
+    assert link.lag_steps == expected_lag and link.summary()["label_lag_steps"] == expected_lag
+    assert [(budget.rate, budget.lag_steps, budget.answers_per_s) for budget in chosen] == (
+        [(0.05, 160, None)] if lag == "auto" else [])  # a given rate and lag: nothing to record
+    assert np.mean(client.sizes) == pytest.approx(mean_request, rel=0.25) and max(client.sizes) <= 16

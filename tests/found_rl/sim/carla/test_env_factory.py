@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import signal
 
 import numpy as np
 import pytest
@@ -74,6 +75,7 @@ def test_one_server_per_ray_actor(tmp_path):
     root = Path(__file__).parents[4]
     python_path = os.pathsep.join(filter(None, [str(stub.parent), str(root), os.environ.get("PYTHONPATH")]))
     cache = tmp_path / "cache"
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init installs its own and shutdown leaves it
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": {"PYTHONPATH": python_path, "FOUND_RL_CACHE": str(cache)}})  # fmt: skip
     try:
@@ -93,3 +95,4 @@ def test_one_server_per_ray_actor(tmp_path):
         assert len(engines) == 2 and not any(alive(pid) for pid in engines)  # stopped on close
     finally:
         ray.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
