@@ -67,6 +67,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the prior's context for --objective logit-adjusted (default command-speed)",
     )
     finetune.add_argument(
+        "--train-text-tower", action="store_true",
+        help="--objective logit-adjusted: train the text tower too (default: frozen, the anchors are fixed "
+        "targets; a trained one collapses the anchors of a context and the evidence goes constant); "
+        "contrastive always trains it",
+    )
+    finetune.add_argument(
         "--junction-share", type=finite_float(0.0, inclusive=False, maximum=0.95),
         help="draw junction frames to this share of each epoch (default: as collected, ~0.11)",
     )
@@ -129,6 +135,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         context=args.context,
         image_input=args.image_input,
         junction_share=args.junction_share,
+        train_text_tower=args.train_text_tower,
     )
     # fail on a bad model before reading the data
     create_clip_model(args.model, args.pretrained, image_size, args.image_input)

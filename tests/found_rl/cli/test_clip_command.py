@@ -160,3 +160,15 @@ def test_finetune_then_probe_then_ladder(data, capsys, micro_model):
     ]:
         code, err = run_cli([*LADDER, "--checkpoint", "m.pt", "--probe", probe], capsys)
         assert code == 2 and message in err, err
+
+
+def test_train_text_tower_is_recorded_and_a_resume_must_repeat_it(data, capsys, micro_model):
+    from vlm_server.clip_checkpoint import read_checkpoint
+
+    argv = [*FINETUNE, "--model", micro_model, "--out", "m.pt", "--batch-size", "8", "--image-size", "16"]
+    argv += ["--epochs", "1"]
+    assert cli.main([*argv, "--train-text-tower"]) == 0
+    assert read_checkpoint(data / "m.pt").training["config"]["train_text_tower"] is True
+    code, err = run_cli([*argv, "--resume"], capsys)
+    assert code == 2
+    assert "trained with train_text_tower=True, this run has False (pass --train-text-tower to continue it)" in err
