@@ -33,10 +33,12 @@ def make_carla_root(folder: Path) -> Path:
 
 
 def free_ports(count: int = 1) -> list[ServerPorts]:
-    with socket.socket() as probe:  # a port the kernel just handed out is likely free nearby
+    with socket.socket() as probe:  # a varying base, so parallel test workers rarely meet
         probe.bind(("", 0))
         base = probe.getsockname()[1]
-    base = 20000 + base % 30000
+    # below Linux's ephemeral range (32768 up): a port checked free there cannot be handed to some
+    # other process's outgoing connection before the server binds it
+    base = 20000 + base % 12000
     return allocate_ports(count, rpc_base=base, tm_base=base + 5)
 
 
