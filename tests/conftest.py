@@ -35,3 +35,17 @@ def signal_handlers_restored():
     for sig, handler in before.items():
         signal.signal(sig, handler)
     assert not changed, f"the test left the {' and '.join(changed)} handler changed"
+
+
+@pytest.fixture
+def python_ctrl_c():
+    """Ctrl-C handled by Python's own handler while the test runs, as a shell starts a program.
+
+    A test of what a user's Ctrl-C does must not depend on the handler an earlier test or fixture
+    left behind (an asyncio runner's, for one); the handler before the test is put back after it.
+    """
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -1,6 +1,5 @@
 import argparse
 import re
-import signal
 import socket
 
 import pytest
@@ -240,20 +239,15 @@ def test_an_error_inside_a_backend_constructor_is_a_bug_not_the_users(monkeypatc
     assert "vlm_server: error" not in capsys.readouterr().err
 
 
-def test_port_in_use_exits_2_naming_the_port(capsys):
+def test_port_in_use_exits_2_naming_the_port(capsys, python_ctrl_c):
+    """aiohttp's run_app hands Ctrl-C back to Python's own handler when it stops (python_ctrl_c)."""
     from vlm_server.__main__ import main
 
-    # aiohttp's run_app hands Ctrl-C back to Python's own handler when it stops: give it that
-    # handler to start from, as a shell does (an asyncio loop fixture elsewhere may hold another)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with socket.socket() as taken:
-            taken.bind(("127.0.0.1", 0))
-            taken.listen()
-            port = taken.getsockname()[1]
-            code = main(["--advisor", "fixed-cost", "--port", str(port)])
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["--advisor", "fixed-cost", "--port", str(port)])
     err = capsys.readouterr().err
     assert code == 2 and f"--host/--port: cannot listen on 127.0.0.1:{port}" in err
 

@@ -283,7 +283,7 @@ def test_a_child_stopped_by_ctrl_c_is_reported_as_interrupted_not_failed_and_the
     assert f"guided-s1: exited 1; run folder {out / 'guided-s1'}" in err  # beside them, named as it ended
 
 
-def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch):
+def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch, python_ctrl_c):
     import signal
     import subprocess
     import threading
@@ -301,11 +301,7 @@ def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch)
         return subprocess.CompletedProcess(command, 130)
 
     monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a user's shell delivers it
-    try:
-        code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code, err = bench(capsys, tmp_path / "out", "--variants", "plain,guided", "--seeds", "2", "--jobs", "1")
     # Where the signal lands first (the wait or the child's result) decides whether the bench
     # lists the unfinished runs; either way it exits 130 as interrupted, with no traceback.
     assert code == 130 and "interrupted" in err.splitlines()[0] and "Traceback" not in err
