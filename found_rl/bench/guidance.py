@@ -467,7 +467,8 @@ def _runs_table(runs: Sequence[dict[str, Any]]) -> Any:
     for run in runs:
         budget = "-" if run["budget_env_steps"] is None else f"{run['budget_env_steps']:,}"
         repeatable = "yes" if run["repeatable"] else f"no, from lock-step {run['not_repeatable_from']}"
-        table.add_row(Path(run["run_dir"]).name, str(run["seed"]), budget, run["advisor"] or "-",
+        advisor = "-" if run["advisor"] is None else f"{run['advisor']}: {', '.join(run['asked']) or 'nothing'}"
+        table.add_row(Path(run["run_dir"]).name, str(run["seed"]), budget, advisor,
                       "-" if run["label_rate"] is None or run["advisor"] is None else str(run["label_rate"]),
                       share(run["budget_coverage"]), share(run["label_coverage"]), repeatable)
     return table

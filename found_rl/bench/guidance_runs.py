@@ -58,6 +58,8 @@ class RunRecord:
     advisor: str | None
     """``advisor.spawn`` (or the ``urls``) of the run's config; ``None`` without an advisor"""
     advisor_options: dict[str, Any]
+    asked: tuple[str, ...]
+    """what the run asks its advisor for: ``actions`` (VMR, AWAG, advisor BC) and/or ``CLIP bonus``"""
     label_mode: str | None
     label_rate: float | str | None
     """as config.yaml holds it (``label_rate: auto`` is replaced by the rate its probe chose)"""
@@ -93,7 +95,7 @@ def read_run(variant: str, path: Path) -> tuple[RunRecord, list[dict[str, Any]]]
         finished=folder.finished_record() is not None,
         budget_env_steps=budget.get("env_steps"), budget_wall_time_s=budget.get("wall_time_s"),
         advisor=advisor.get("spawn") or (", ".join(advisor.get("urls") or []) or None),
-        advisor_options=dict(advisor.get("spawn_options") or {}),
+        advisor_options=dict(advisor.get("spawn_options") or {}), asked=_asked(config),
         label_mode=advisor.get("label_mode"), label_rate=advisor.get("label_rate"),
         evaluations=len(rows), final_mark=int(mark_of(last)) if rows else None,
         repeatable=all(r.get("repeatable", True) is not False for r in rows),
@@ -101,6 +103,18 @@ def read_run(variant: str, path: Path) -> tuple[RunRecord, list[dict[str, Any]]]
         label_coverage=last.get("label_coverage"), budget_coverage=last.get("budget_coverage"),
     )
     return record, rows
+
+
+def _asked(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a run's switched-on guidance terms read from its advisor (a run served by the expert
+    for its CLIP bonus alone never sees the expert's actions)."""
+    guidance = config.get("guidance") or {}
+
+    def enabled(term: str) -> bool:
+        return bool((guidance.get(term) or {}).get("enabled"))
+
+    actions = ["actions"] if any(enabled(term) for term in ("vmr", "awag", "advisor_bc")) else []
+    return (*actions, *(["CLIP bonus"] if enabled("clip_bonus") else []))
 
 
 def common_marks(runs: Sequence[Sequence[dict[str, Any]]]) -> list[int]:

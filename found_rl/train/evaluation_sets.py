@@ -213,6 +213,10 @@ class EvaluationSets:
             self.close()
             raise
 
+    def ready(self) -> bool:
+        """Every worker's env is built (never waits)."""
+        return all(worker.is_ready() for worker in self.workers.values())
+
     @property
     def num_routes(self) -> int:
         return sum(worker.num_routes for worker in self.workers.values())
@@ -253,6 +257,9 @@ class EvaluationSets:
         return self.finish()
 
     def close(self) -> None:
+        """Stop every worker; they close their envs (a SUMO shutdown each) at the same time."""
+        for worker in self.workers.values():
+            worker.request_stop()
         for worker in self.workers.values():
             worker.close()
 

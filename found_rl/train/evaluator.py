@@ -232,6 +232,16 @@ class EvaluationWorker:
         if self._num_routes is None:
             self._num_routes = int(self._receive("starting the evaluation env"))
 
+    def is_ready(self) -> bool:
+        """The worker's env is built (never waits; a worker that failed to start raises here).
+
+        Raises:
+            RuntimeError: the worker could not build its env, or died (its error is quoted).
+        """
+        if self._num_routes is None and (self._conn.poll(0) or not self.process.is_alive()):
+            self.wait_ready()
+        return self._num_routes is not None
+
     @property
     def num_routes(self) -> int:
         """The evaluation routes the worker drives (waits for the worker to be ready)."""
@@ -275,10 +285,15 @@ class EvaluationWorker:
             raise RuntimeError(f"evaluation failed while {doing}: {payload}")
         return payload
 
-    def close(self) -> None:
+    def request_stop(self) -> None:
+        """Ask the worker to close its env and exit (:meth:`close` waits for it)."""
         if self.process.is_alive():
             with contextlib.suppress(BrokenPipeError, OSError):
                 self._conn.send(("stop", None))
+
+    def close(self) -> None:
+        self.request_stop()
+        if self.process.is_alive():
             self.process.join(timeout=10.0)
         if self.process.is_alive():
             self.process.terminate()  # our own child, by its handle

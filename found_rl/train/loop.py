@@ -49,6 +49,7 @@ from found_rl.train.checkpointing import (
 from found_rl.train.collection import Counters, OffPolicyCollector, OnPolicyCollector, make_collector
 from found_rl.train.config import RunConfig
 from found_rl.train.envs import AdviceState, make_training_env
+from found_rl.train.evaluation_queue import EvaluationQueue, PendingEvaluation
 from found_rl.train.evaluation_sets import (
     NO_EVALUATION,
     EvaluationPlan,
@@ -124,15 +125,6 @@ class AdviceWants:
     """``"expert"``: the privileged state; ``"prompt"``: only the prompt's fields; ``None``: none"""
 
 
-@dataclass(frozen=True)
-class PendingEvaluation:
-    """An evaluation the workers are driving: its row so far (mark, env steps, ...) and the
-    policy snapshot they read. A checkpoint keeps it, so a resumed run finishes it."""
-
-    row: dict[str, Any]
-    snapshot: str
-
-
 class Trainer:
     """Trains a policy as ``config`` says, into ``run_dir``.
 
@@ -157,10 +149,8 @@ class Trainer:
         self.sample_rng = np.random.default_rng([config.seed, 2])
         self.last_evaluation: dict[str, Any] | None = None
         self._evaluated_at = -1
-        self.references: dict[str, dict[str, Any]] = {}
         self.stop = StopRequests()
-        self._pending_evaluation: PendingEvaluation | None = None
-        self._evaluation_started = 0.0
+        self.evaluations: EvaluationQueue | None = None
 
     @property
     def learner(self) -> Any:
@@ -210,7 +200,8 @@ class Trainer:
         resources = config.resources
         learner_cpus, other_cpus = split_cpus(resources.learner_cpus)
         # The evaluation workers and the advisor server load (imports, maps, models) while the
-        # clip workers and the learner are built; they are waited for below.
+        # clip workers and the learner are built; the server is waited for below, the evaluation
+        # workers by the first evaluation.
         self.evaluator: EvaluationSets | None = None
         if plan.sets:
             self.evaluator = EvaluationSets(
@@ -235,8 +226,10 @@ class Trainer:
             config, built, self.counters, self.telemetry, self.device,
             warmup_rng=self.warmup_rng, sample_rng=self.sample_rng,
         )
-        if self.evaluator is not None:
-            self.evaluator.wait_ready()
+        if self.evaluator is not None:  # its workers go on loading beside training; evaluations wait for them
+            videos = folder.videos if config.evaluation.video else None
+            self.evaluations = EvaluationQueue(self.evaluator, folder.references, folder.evaluations, videos,
+                                               self._write_evaluation, self._waiting_for_evaluation)
         self.link = self._start_advisor(stack, want_actions, want_clip, server)
         stack.callback(self.telemetry.open(folder.root).close)
         pin_learner(learner_cpus)  # after every child started: none may inherit it
@@ -245,10 +238,10 @@ class Trainer:
             self._restore(state)
         else:
             self.counters.next_checkpoint = config.checkpoint.every_env_steps
-        self._evaluate_references()
         interrupted = False
         try:
             with self.stop.installed():
+                self._queue_references()
                 self._loop()
         except Interrupted as exc:
             interrupted = True
@@ -257,13 +250,14 @@ class Trainer:
         if sampler.pending:  # a second signal stopped an overlapped lock-step halfway: its rows are dropped
             sampler.step_wait()
             exact = False
-        if not interrupted and self.evaluator is not None:
-            self._finish_evaluation()
-            if self._evaluated_at != self.counters.env_steps:
-                self._evaluate(self._final_mark(), wait=True)  # the final policy
+        if not interrupted and self.evaluations is not None and self._evaluated_at != self.counters.env_steps:
+            self._evaluate(self._final_mark())  # the final policy, driven while the checkpoints are written
+        # a kill before the final row is written leaves it pending in this checkpoint: the resume drives it again
         self._checkpoint(exact=exact and sampler.at_round_boundary)
         save_checkpoint(folder.final_policy, self.learner.policy_spec, self._policy_state,
                         metadata={"env_steps": self.counters.env_steps})
+        if not interrupted and self.evaluations is not None:
+            self.evaluations.drain()  # the final policy's row and every reference
         result = self._result(interrupted)
         if result.finished:  # last: a run killed before this line is resumed, never taken for complete
             folder.write_finished(self._finished_record(result))
@@ -385,7 +379,7 @@ class Trainer:
         total = config.budget.env_steps
         with tqdm(total=total, initial=counters.env_steps, unit="step", disable=not self.show_progress,
                   dynamic_ncols=True, desc="train") as bar:
-            if self.evaluator is not None and counters.env_steps >= counters.next_evaluation:
+            if self.evaluations is not None and counters.env_steps >= counters.next_evaluation:
                 self._evaluate(counters.next_evaluation)
             last_log = time.perf_counter()
             lockstep = self._overlapped_lockstep if config.overlaps else self._alternating_lockstep
@@ -394,8 +388,8 @@ class Trainer:
                 before = counters.env_steps
                 lockstep()
                 telemetry.note_learning(counters)
-                if self.evaluator is not None:
-                    self._poll_evaluation()
+                if self.evaluations is not None:
+                    self.evaluations.poll()
                     if counters.env_steps >= counters.next_evaluation:
                         self._evaluate(counters.next_evaluation)
                 if counters.env_steps >= counters.next_checkpoint and self.collector.can_checkpoint(self.sampler):
@@ -441,32 +435,26 @@ class Trainer:
         return self.collector.label_coverage(self.link)
 
     # ------------------------------------------------------------------ evaluation
-    def _evaluate_references(self) -> None:
-        if self.evaluator is None:
+    def _queue_references(self) -> None:
+        """The reference policies not scored yet (a resumed run keeps its ``references.json``) run
+        beside training, between the policy's evaluations, or here at once without
+        ``evaluation.background``."""
+        if self.evaluations is None:
             return
-        import json
+        self.evaluations.queue_references(self.config.evaluation.references)
+        if not self.config.evaluation.background:
+            self.evaluations.drain()
 
-        from found_rl.atomic import replaced_atomically
+    @property
+    def references(self) -> dict[str, dict[str, Any]]:
+        """The reference policies' scores so far (``references.json``)."""
+        return {} if self.evaluations is None else self.evaluations.references
 
-        stored = json.loads(self.folder.references.read_text()) if self.folder.references.is_file() else {}
-        for name in self.config.evaluation.references:
-            if name in stored:
-                continue
-            log.info("evaluating the reference policy %r on %d evaluation routes", name, self.evaluator.num_routes)
-            row = self.evaluator.evaluate(
-                name, name, self.folder.evaluations / f"reference_{name}", None, {"reference": name}
-            )
-            stored[name] = row
-            with replaced_atomically(self.folder.references) as tmp:
-                tmp.write_text(json.dumps(stored, indent=2))
-        self.references = stored
-
-    def _evaluate(self, mark: int, *, wait: bool = False) -> None:
+    def _evaluate(self, mark: int) -> None:
         """Evaluate a snapshot of the current policy; ``mark`` is the env step the evaluation was
         due at (the curves of several seeds align on it, whatever env-step count each run had
-        reached). Training goes on while the workers drive (``evaluation.background``) unless
-        ``wait``; one evaluation runs at a time."""
-        self._finish_evaluation()
+        reached). Training goes on while the workers drive (``evaluation.background``); it waits
+        only when two earlier marks are still outstanding (``evaluation_queue.MAX_OUTSTANDING``)."""
         counters = self.counters
         step = counters.env_steps
         self._evaluated_at = step
@@ -480,39 +468,32 @@ class Trainer:
             row["label_latency_steps"] = self.link.stats.mean_latency
             row.update({key: summary[key] for key in ("label_rate", "budget_coverage", "repeatable",
                                                       "not_repeatable_from")})
-        self._start_evaluation(PendingEvaluation(row, str(snapshot)))
+        self.evaluations.submit(PendingEvaluation(row, str(snapshot)))
         every = self.config.evaluation.every_env_steps
         counters.next_evaluation = (step // every + 1) * every
-        if wait or not self.config.evaluation.background:
-            self._finish_evaluation()
+        if not self.config.evaluation.background:
+            self.evaluations.finish_policy()
 
-    def _start_evaluation(self, pending: PendingEvaluation) -> None:
-        step, folder = pending.row["env_steps"], self.folder
-        video_dir = folder.videos / f"eval_{step:010d}" if self.config.evaluation.video else None
-        self.evaluator.start(f"checkpoint:{pending.snapshot}", "policy", folder.evaluations / f"eval_{step:010d}",
-                             video_dir, {"env_steps": step, "mark": pending.row["mark"]})
-        self._pending_evaluation = pending
-        self._evaluation_started = time.perf_counter()
+    def _outstanding_evaluations(self) -> list[dict[str, Any]]:
+        """The policy evaluations running or waiting, as a checkpoint keeps them: each snapshot by
+        its path inside the run folder, so a moved run folder resumes and twin runs checkpoint alike."""
+        pending = [] if self.evaluations is None else self.evaluations.outstanding_policies
+        root = self.folder.root
+        return [{"row": item.row, "snapshot": str(Path(item.snapshot).relative_to(root))
+                 if Path(item.snapshot).is_relative_to(root) else item.snapshot} for item in pending]
 
-    def _poll_evaluation(self) -> None:
-        """Write the running evaluation's row once its result is in (never waits)."""
-        if self._pending_evaluation is not None and self.evaluator.is_done():
-            self._finish_evaluation()
+    def _waiting_for_evaluation(self) -> ExitStack:
+        """Around every wait for the evaluation workers: a safe point for Ctrl-C, timed."""
+        stack = ExitStack()
+        stack.enter_context(self.stop.at_once())
+        stack.enter_context(self.timers.measure("evaluation"))
+        return stack
 
-    def _finish_evaluation(self) -> None:
-        """Wait for the running evaluation, if any, and write its row."""
-        pending = self._pending_evaluation
-        if pending is None:
-            return
-        with self.stop.at_once(), self.timers.measure("evaluation"):
-            scores = self.evaluator.finish()
-        self._pending_evaluation = None
-        # how long the workers took, start to result (for sizing evaluation.routes_per_town)
-        row = {**pending.row, **scores, "evaluation_wall_s": time.perf_counter() - self._evaluation_started}
+    def _write_evaluation(self, row: dict[str, Any]) -> None:
+        """A policy evaluation's finished row: into evaluations.jsonl, TensorBoard and the console."""
         append_jsonl(self.folder.evaluations_jsonl, row)
-        Path(pending.snapshot).unlink(missing_ok=True)
         self.last_evaluation = row
-        self.telemetry.log_evaluation(scores, row["env_steps"])
+        self.telemetry.log_evaluation(row, row["env_steps"])
         if self.show_progress:
             from found_rl.train.report import print_evaluation
 
@@ -537,8 +518,7 @@ class Trainer:
                 "lengths": telemetry.lengths.tolist(),
                 "exact": exact,
                 "config": self.config.to_yaml_dict(),
-                "pending_evaluation": None if self._pending_evaluation is None else {
-                    "row": self._pending_evaluation.row, "snapshot": self._pending_evaluation.snapshot},
+                "pending_evaluations": self._outstanding_evaluations(),
             }
             replay = self.collector.replay if self.config.checkpoint.save_replay else None
             save_run_checkpoint(self.folder.checkpoint, self.learner.policy_spec, self._policy_state,
@@ -562,10 +542,14 @@ class Trainer:
         truncate_jsonl(self.folder.evaluations_jsonl, self.counters.env_steps)
         evaluations = read_jsonl(self.folder.evaluations_jsonl)
         self.last_evaluation = evaluations[-1] if evaluations else None
-        pending = state.get("pending_evaluation")
-        if pending and self.evaluator is not None and all(e.get("mark") != pending["row"]["mark"] for e in evaluations):
-            self._evaluated_at = pending["row"]["env_steps"]
-            self._start_evaluation(PendingEvaluation(pending["row"], pending["snapshot"]))  # killed while it ran
+        # killed while they ran: driven again (older checkpoints kept one, by an absolute path)
+        pending = state.get("pending_evaluations") or [p for p in [state.get("pending_evaluation")] if p]
+        done = {row.get("mark") for row in evaluations}
+        for item in pending:
+            if self.evaluations is not None and item["row"]["mark"] not in done:
+                self._evaluated_at = item["row"]["env_steps"]
+                snapshot = self.folder.root / item["snapshot"]  # relative to the run folder
+                self.evaluations.submit(PendingEvaluation(item["row"], str(snapshot)))
         telemetry.first_step = self.counters.env_steps
         telemetry.first_update = self.counters.updates
         if not state.get("exact", True):

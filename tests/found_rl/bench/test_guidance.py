@@ -116,7 +116,7 @@ def write_run(out, variant, seed, rcs, *, marks=None, finished=True, coverage=1.
     folder = RunFolder(out / f"{variant}-s{seed}")
     folder.create(load_run_config(QUICKSTART, [
         f"budget.env_steps={BUDGET}", "budget.wall_time_s=null", f"evaluation.every_env_steps={EVERY}",
-        f"seed={seed}", *variant_overrides(variant, seed, None), *overrides]))
+        f"seed={seed}", *variant_overrides(variant, seed, out / "clip.pt"), *overrides]))
     marks = marks or [EVERY * i for i in range(len(rcs))]
     append_rows(folder, variant, seed, marks, rcs, coverage)
     folder.checkpoint.parent.mkdir(parents=True, exist_ok=True)
@@ -198,6 +198,22 @@ def test_an_interrupted_run_is_not_counted_but_resumed_and_unequal_seeds_are_ref
     assert runs["guided-s1"]["seed"] == 1 and runs["guided-s1"]["advisor"] == "expert"
     assert runs["plain-s0"]["advisor"] is None and runs["guided-s0"]["budget_coverage"] == 1.0
     assert runs["guided-s0"]["repeatable"] and runs["guided-s0"]["not_repeatable_from"] is None
+
+
+def test_the_runs_table_says_what_each_run_asked_its_advisor_for(tmp_path, capsys):
+    from found_rl.bench.guidance import _print_report, build_report
+
+    out = tmp_path / "out"
+    for variant in ("plain", "guided", "clip"):
+        write_run(out, variant, 0, [0.0, 0.3, 0.5, 0.6, 0.6])
+    report = build_report(out, [("plain", 0), ("guided", 0), ("clip", 0)])
+    asked = {Path(run["run_dir"]).name: (run["advisor"], list(run["asked"])) for run in report["runs"]}
+    # the clip variant's server is the expert's, but only its CLIP scores reach the learner
+    assert asked == {"plain-s0": (None, []), "guided-s0": ("expert", ["actions"]),
+                     "clip-s0": ("expert", ["CLIP bonus"])}
+    _print_report(report)
+    printed = capsys.readouterr().out
+    assert "expert: CLIP bonus" in printed and "expert: actions" in printed
 
 
 def test_every_variant_is_reported_at_the_marks_every_run_reached(tmp_path):
