@@ -70,17 +70,24 @@ def run_killed_at_first_checkpoint(command: list[str], run_dir, env=None) -> int
 @pytest.mark.timeout(900)  # three short training runs
 def test_a_killed_and_resumed_run_reaches_the_state_of_an_uninterrupted_run(tmp_path, run_config, train):
     config = run_config()
-    straight = train(str(config), "--run-dir", str(tmp_path / "straight"))
-    assert_ran_clean(straight)
+    env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(tmp_path / "cache"))}
+    command = train_command(str(config), "--run-dir", str(tmp_path / "straight"))
+    # the uninterrupted run goes beside the killed one and its resume (each its own folder and seed state)
+    output = open(tmp_path / "straight.stdout", "w+"), open(tmp_path / "straight.stderr", "w+")  # noqa: SIM115
+    straight = subprocess.Popen(command, stdout=output[0], stderr=output[1], text=True, env=env)
 
     # The same run with a budget it will not reach, killed as soon as it has a checkpoint.
     killed_dir = tmp_path / "killed"
     killed_at = run_killed_at_first_checkpoint(
-        train_command(str(config), "--run-dir", str(killed_dir), "--set", "budget.env_steps=100000"), killed_dir)
+        train_command(str(config), "--run-dir", str(killed_dir), "--set", "budget.env_steps=100000"), killed_dir, env)
     assert 0 < killed_at < 300
 
     resumed = train("--resume", str(killed_dir), "--set", "budget.env_steps=300")
     assert_ran_clean(resumed)
+    code = straight.wait(timeout=300)
+    with output[0] as stdout, output[1] as stderr:
+        stdout.seek(0), stderr.seek(0)
+        assert_ran_clean(subprocess.CompletedProcess(command, code, stdout.read(), stderr.read()))
 
     policy_a, state_a, replay_a = final_state(tmp_path / "straight")
     policy_b, state_b, replay_b = final_state(killed_dir)
@@ -150,6 +157,10 @@ def guided_runs(tmp_path_factory):
     killed_at = run_killed_at_first_checkpoint(
         train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "seed=0",
                       "--set", "advisor.label_rate=0.5", "--set", "budget.env_steps=100000"), killed_dir, env)
+    # the resume starts at once, beside the two runs still going
+    command = train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300")
+    output = open(root / "b.stdout", "w+"), open(root / "b.stderr", "w+")  # noqa: SIM115
+    started["b"] = command, subprocess.Popen(command, stdout=output[0], stderr=output[1], text=True, env=env), output
     runs = {}
     for name, (command, process, (stdout, stderr)) in started.items():
         code = process.wait(timeout=400)
@@ -157,10 +168,6 @@ def guided_runs(tmp_path_factory):
             stdout.seek(0), stderr.seek(0)
             assert_ran_clean(subprocess.CompletedProcess(command, code, stdout.read(), stderr.read()))
         runs[name] = root / name
-    resumed = subprocess.run(train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300"),
-                             capture_output=True, text=True, timeout=400, env=env)
-    assert_ran_clean(resumed)
-    runs["b"] = killed_dir
     return config, runs, env, killed_at
 
 
