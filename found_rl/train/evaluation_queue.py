@@ -84,8 +84,9 @@ class EvaluationQueue:
     # ------------------------------------------------------------------ what is asked
     def queue_references(self, names: Sequence[str]) -> None:
         """Score the reference policies not scored yet, in the time policy evaluations leave."""
-        self._references_due.extend(name for name in names
-                                    if name not in self.references and name not in self._references_due)
+        for name in names:
+            if name not in self.references and name not in self._references_due:
+                self._references_due.append(name)
 
     def submit(self, pending: PendingEvaluation) -> None:
         """Evaluate a policy snapshot once the workers are free and the earlier snapshots are done.

@@ -249,13 +249,6 @@ class EvaluationSets:
                    for item in self.plan.sets}
         return headline(results)
 
-    def evaluate(
-        self, agent: str, label: str, results_stem: Path, video_root: Path | None, identity: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Drive ``agent`` on every set and wait for the headline row (see :meth:`start`)."""
-        self.start(agent, label, results_stem, video_root, identity)
-        return self.finish()
-
     def close(self) -> None:
         """Stop every worker; they close their envs (a SUMO shutdown each) at the same time."""
         for worker in self.workers.values():

@@ -479,8 +479,12 @@ class Trainer:
         its path inside the run folder, so a moved run folder resumes and twin runs checkpoint alike."""
         pending = [] if self.evaluations is None else self.evaluations.outstanding_policies
         root = self.folder.root
-        return [{"row": item.row, "snapshot": str(Path(item.snapshot).relative_to(root))
-                 if Path(item.snapshot).is_relative_to(root) else item.snapshot} for item in pending]
+
+        def stored(snapshot: str) -> str:
+            path = Path(snapshot)
+            return str(path.relative_to(root)) if path.is_relative_to(root) else snapshot
+
+        return [{"row": item.row, "snapshot": stored(item.snapshot)} for item in pending]
 
     def _waiting_for_evaluation(self) -> ExitStack:
         """Around every wait for the evaluation workers: a safe point for Ctrl-C, timed."""
