@@ -35,6 +35,9 @@ from found_rl.atomic import replaced_atomically
 from found_rl.errors import ExistingPathError, MissingPathError, NotAFolderError, UserError
 from found_rl.train.config import RESUMABLE_CHANGES, RunConfig, config_differences, recorded_config
 
+AUTO_ADVISOR_KEYS = ("label_rate", "label_lag_steps")
+"""Advisor keys a run may ask to be chosen at its start (``auto``): config.yaml holds the choice."""
+
 
 @dataclass(frozen=True)
 class RunFolder:
@@ -161,16 +164,18 @@ class RunFolder:
         return data
 
     def resumed_config(self, config: RunConfig) -> RunConfig:
-        """``config`` for continuing the run here: the label rate its start-up probe chose stands
-        in for ``label_rate: auto`` (so the resume repeats the run), and anything else that
-        differs beyond the budget is refused.
+        """``config`` for continuing the run here: the label rate and lag its start-up probe chose
+        stand in for ``label_rate: auto`` and ``label_lag_steps: auto`` (so the resume repeats the
+        run), and anything else that differs beyond the budget is refused.
 
         Raises:
             ValueError: listing every differing key with both values.
         """
-        recorded = (self.stored_config().get("advisor") or {}).get("label_rate")
-        if config.advisor.label_rate == "auto" and isinstance(recorded, (int, float)):
-            config = config.model_copy(update={"advisor": config.advisor.model_copy(update={"label_rate": recorded})})
+        recorded = self.stored_config().get("advisor") or {}
+        resolved = {key: recorded[key] for key in AUTO_ADVISOR_KEYS
+                    if getattr(config.advisor, key) == "auto" and isinstance(recorded.get(key), (int, float))}
+        if resolved:
+            config = config.model_copy(update={"advisor": config.advisor.model_copy(update=resolved)})
         self.check_resumable_with(config)
         return config
 
