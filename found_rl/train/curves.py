@@ -31,6 +31,8 @@ class RunCurve:
     values: dict[str, np.ndarray]
     unseen: np.ndarray
     """per evaluation: whether its headline was a town training never drove"""
+    headline_towns: int = 1
+    """how many towns the last evaluation's headline averaged (a suite's unseen towns)"""
 
 
 @dataclass
@@ -69,7 +71,15 @@ def read_curve(run_dir: Path) -> RunCurve:
         env_steps=np.array([r["env_steps"] for r in rows], np.int64),
         values={k: np.array([float(r[k]) for r in rows]) for k in keys},
         unseen=np.array([bool(r.get("eval_town_unseen", False)) for r in rows]),
+        headline_towns=_headline_towns(rows[-1]),
     )
+
+
+def _headline_towns(row: dict[str, Any]) -> int:
+    """Towns in a row's headline: its unseen towns, or its seen ones when none is unseen."""
+    towns = row.get("towns") or {}
+    unseen = sum(1 for town in towns.values() if town.get("unseen"))
+    return max(1, unseen if row.get("eval_town_unseen") else len(towns) - unseen)
 
 
 def mark_of(row: dict[str, Any]) -> int:
@@ -124,7 +134,10 @@ def plot_curves(
             if not len(marks):
                 continue
             mean = values.mean(axis=0)
-            where = "unseen town" if all(curve.unseen.all() for curve in group.runs) else "seen routes"
+            where = "seen routes"
+            if all(curve.unseen.all() for curve in group.runs):
+                towns = max(curve.headline_towns for curve in group.runs)
+                where = "unseen town" if towns == 1 else f"{towns} unseen towns"
             line = axis.plot(marks, mean, marker="o", markersize=3,
                              label=f"{group.label} (n={len(group.runs)}, {where})")[0]
             if len(group.runs) > 1:
@@ -137,7 +150,7 @@ def plot_curves(
         axis.set_ylabel(metric.replace("_", " "))
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
-        axis.legend(loc="lower right")
+        axis.legend(loc="best")
     if title:
         figure.suptitle(title)
     figure.tight_layout()
