@@ -15,8 +15,14 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session", autouse=True)
 def network_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One cache for the whole run, shared by its xdist workers: a network one worker built is not
+    built again by the other (builds are renamed into place, so concurrent builders are safe)."""
     previous = os.environ.get("FOUND_RL_CACHE")
-    os.environ["FOUND_RL_CACHE"] = str(tmp_path_factory.mktemp("found-rl-cache"))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = shared / "found-rl-cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["FOUND_RL_CACHE"] = str(cache)
     yield
     if previous is None:
         os.environ.pop("FOUND_RL_CACHE", None)

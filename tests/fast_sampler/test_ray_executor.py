@@ -15,6 +15,8 @@ from fast_sampler import CarlaLikeEnv, EnvFactoryError, FastSampler, InProcessEx
 ray = pytest.importorskip("ray")
 from fast_sampler.executors.ray_actors import RayExecutor  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("local_ray")  # one worker starts the module's Ray once (about 10 s)
+
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:

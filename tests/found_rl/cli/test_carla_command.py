@@ -122,6 +122,7 @@ def test_eval_starts_a_supervised_server_and_drives_the_expert(tmp_path, monkeyp
     """``found-rl eval --carla-root``: a server per evaluation, the expert on the carla stand-in."""
     import fake_carla
 
+    monkeypatch.setenv("FOUND_RL_CACHE", str(tmp_path / "cache"))  # this test's server logs only
     module = fake_carla.load_fake_carla()
     module.SERVERS[0] = fake_carla.FakeServer({"GridTown": fake_carla.load_town()}, town="GridTown")
     monkeypatch.setitem(sys.modules, "carla", module)
