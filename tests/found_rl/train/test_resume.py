@@ -109,7 +109,7 @@ def guided_runs(tmp_path_factory):
     config = root / "run.yaml"
     # episodes end at their route's time limit, which differs by route: each seed pads differently
     config.write_text(yaml.safe_dump(tiny_run_config(
-        scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200},
+        scenario=str(DATA / "tiny_timeouts.yaml"), sampler={"clips": 3, "horizon": 200}, budget={"env_steps": 200},
         advisor={"spawn_options": {"model": str(model), "torch_threads": 1}})))
     env = {**os.environ, "FOUND_RL_CACHE": os.environ.get("FOUND_RL_CACHE", str(root / "cache"))}
     # The three runs start at once: each spends most of its half minute waiting for its server to
@@ -128,7 +128,7 @@ def guided_runs(tmp_path_factory):
         train_command(str(config), "--run-dir", str(killed_dir), *GUIDED, "--set", "seed=0",
                       "--set", "advisor.label_rate=0.5", "--set", "budget.env_steps=100000"), killed_dir, env)
     # the resume starts at once, beside the two runs still going
-    command = train_command("--resume", str(killed_dir), "--set", "budget.env_steps=300")
+    command = train_command("--resume", str(killed_dir), "--set", "budget.env_steps=200")
     output = open(root / "b.stdout", "w+"), open(root / "b.stderr", "w+")  # noqa: SIM115
     started["b"] = command, subprocess.Popen(command, stdout=output[0], stderr=output[1], text=True, env=env), output
     runs = {}
@@ -158,10 +158,10 @@ def test_two_runs_of_one_seed_with_the_served_advisor_end_identical(guided_runs)
 def test_a_killed_guided_run_resumes_to_the_uninterrupted_one(guided_runs):
     """Run "b" of the fixture was killed at its first checkpoint, well before the end, and resumed."""
     _, runs, _, killed_at = guided_runs
-    assert 0 < killed_at < 300
+    assert 0 < killed_at < 200
     policy_a, state_a, replay_a = final_state(runs["a"])
     policy_b, state_b, replay_b = final_state(runs["b"])
-    assert state_a["counters"]["env_steps"] == state_b["counters"]["env_steps"] >= 300
+    assert state_a["counters"]["env_steps"] == state_b["counters"]["env_steps"] >= 200
     assert_same(policy_a, policy_b, "policy")
     assert_same(state_a, state_b, "training_state")
     assert_same(replay_a, replay_b, "replay")
@@ -205,14 +205,14 @@ def test_curves_of_two_seeds_align_on_their_marks_not_their_step_counts(guided_r
 
     _, runs, _, _ = guided_runs
     rows = [read_jsonl(runs[name] / "evaluations.jsonl") for name in ("a", "other_seed")]
-    assert [r["mark"] for r in rows[0]] == [r["mark"] for r in rows[1]] == [0, 100, 200, 300]
+    assert [r["mark"] for r in rows[0]] == [r["mark"] for r in rows[1]] == [0, 100, 200]
     steps = [[r["env_steps"] for r in run] for run in rows]
     assert steps[0] != steps[1]  # FAST's lock-steps crossed the marks at different counts ...
     summary = summarise("guided", rows)
-    assert summary.marks == [0, 100, 200, 300] and summary.seeds == 2  # ... yet every mark is shared
+    assert summary.marks == [0, 100, 200] and summary.seeds == 2  # ... yet every mark is shared
     group = load_curves([f"g={runs['a']}", f"g={runs['other_seed']}"])["g"]
     marks, values = group.aligned("route_completion")
-    assert marks.tolist() == [0, 100, 200, 300] and values.shape == (2, 4)
+    assert marks.tolist() == [0, 100, 200] and values.shape == (2, 3)
     assert summary.eval_town_unseen is False  # a single town: the evaluation routes were seen
     # the verdict on these real rows: a never-reached threshold counts as the budget, and the
     # flags follow the runs' own references
@@ -221,9 +221,9 @@ def test_curves_of_two_seeds_align_on_their_marks_not_their_step_counts(guided_r
     from found_rl.bench.guidance import verdict
 
     references = json.loads((runs["a"] / "references.json").read_text())
-    report = verdict({"guided": summary}, budget=300, references=references)
+    report = verdict({"guided": summary}, budget=200, references=references)
     reached = summary.steps_to_rc80
-    assert report["steps_to_rc80_guided"] == (300 if reached is None else reached)
+    assert report["steps_to_rc80_guided"] == (200 if reached is None else reached)
     assert report["seeds"] == 2 and report["eval_town_unseen"] is False
     assert set(references) == {"still"} and "above_throttle" not in report  # no throttle reference ran
     assert report["final_rc_guided"] == pytest.approx(np.mean([run[-1]["route_completion"] for run in rows]))
