@@ -476,7 +476,8 @@ class Trainer:
 
     def _outstanding_evaluations(self) -> list[dict[str, Any]]:
         """The policy evaluations running or waiting, as a checkpoint keeps them: each snapshot by
-        its path inside the run folder, so a moved run folder resumes and twin runs checkpoint alike."""
+        its path inside the run folder, so a moved run folder resumes. Which marks are still
+        outstanding depends on the workers' pace, not the seed; a resume drives them again."""
         pending = [] if self.evaluations is None else self.evaluations.outstanding_policies
         root = self.folder.root
 
