@@ -307,7 +307,8 @@ class SAC:
                     cfg.awag.beta,
                     cfg.awag.max_weight,
                 )
-            log_prob_advisor = self.actor.log_prob_from_params(mean, log_std, advisor_actions)
+            imitated_log_std = log_std.detach() if cfg.awag.detach_std else log_std
+            log_prob_advisor = self.actor.log_prob_from_params(mean, imitated_log_std, advisor_actions)
             awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term
