@@ -134,6 +134,27 @@ def test_awag_term_in_update_matches_hand_computation():
     assert logs["guidance/label_coverage"] == pytest.approx(0.5)
 
 
+def _actor_head_gradients(awag: dict) -> dict[str, torch.Tensor]:
+    """The gradients the actor step gives its mean and log-std heads (Adam's first step is
+    sign(g): the weights it writes cannot tell a term's share)."""
+    torch.manual_seed(0)
+    config = SacConfig(network=TINY, **switched_on(SacConfig, "awag", awag=awag), q_lr=1e-12, policy_frequency=1)
+    sac = SAC(DRIVING, 2, config)
+    grads: dict[str, torch.Tensor] = {}
+    for name in ("fc_mean", "fc_logstd"):
+        getattr(sac.actor, name).weight.register_hook(lambda grad, name=name: grads.setdefault(name, grad.clone()))
+    sac.update(driving_batch(), global_step=1)
+    return grads
+
+
+@pytest.mark.parametrize("detach_std", [False, True])
+def test_awag_with_detach_std_moves_the_mean_and_leaves_the_std_to_the_entropy_term(detach_std):
+    without = _actor_head_gradients({"coef": 0.0, "detach_std": detach_std})
+    with_awag = _actor_head_gradients({"coef": 1.0, "detach_std": detach_std})
+    assert not torch.allclose(without["fc_mean"], with_awag["fc_mean"])
+    assert torch.allclose(without["fc_logstd"], with_awag["fc_logstd"]) == detach_std
+
+
 def test_nan_reward_stops_with_the_term_named():
     batch = driving_batch()._replace(rewards=torch.full((8,), float("nan")))
     with pytest.raises(FloatingPointError, match="losses/qf1_loss"):
