@@ -79,6 +79,11 @@ class Vmr(_Decaying):
     form: Literal["squared", "hinge", "softplus"] = Field(
         "squared", description="the penalty: 'squared' (published), 'hinge' or 'softplus'"
     )
+    margin_distance: FiniteFloat = Field(
+        0.0, ge=0, description="d > 0: the margin grows with the distance between the taken and the advisor's "
+        "actions, m·min(1, ‖a − aᵛ‖ / d) (DQfD's large margin: none where the taken action is the advisor's); "
+        "0: the constant m (published)",
+    )
     decay_start_steps: int = Field(50_000, ge=0, description="λ(t) = 1 up to this env step")
     decay_end_steps: int = Field(150_000, ge=0, description="λ(t) reaches 0 at this env step")
 

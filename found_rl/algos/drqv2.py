@@ -25,7 +25,7 @@ from torch import nn
 
 from found_rl.algos.augment import augment_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_schedule, check_settings
-from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, vmr_loss
+from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, twin_vmr_loss
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.sac import AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
@@ -287,11 +287,10 @@ class DrQV2:
         qf_loss = qf1_loss + qf2_loss
         checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
         if cfg.vmr.enabled:
-            margin, form = cfg.vmr.margin, cfg.vmr.form
             vmr_coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
-            qf1_advisor, qf2_advisor = self.qf.q_values(features, batch.advisor_actions)
-            vmr = vmr_loss(qf1_advisor, qf1_a_values, batch.has_advisor, margin, form) + vmr_loss(
-                qf2_advisor, qf2_a_values, batch.has_advisor, margin, form
+            vmr = twin_vmr_loss(
+                cfg.vmr, self.qf.q_values(features, batch.advisor_actions), (qf1_a_values, qf2_a_values),
+                batch.actions, batch.advisor_actions, batch.has_advisor,
             )
             qf_loss = qf_loss + vmr_coef * vmr
             checked["guidance/vmr_loss"] = vmr

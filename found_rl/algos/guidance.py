@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from fast_sampler.smpo import masked_mean
 from found_rl.guidance_settings import GuidanceTerm as GuidanceTerm  # re-exported: the learners' switch names
+from found_rl.guidance_settings import Vmr
 
 
 class VmrForm(str, Enum):
@@ -30,7 +31,7 @@ def vmr_loss(
     q_advisor: torch.Tensor,
     q_behaviour: torch.Tensor,
     has_advisor: torch.Tensor,
-    margin: float,
+    margin: float | torch.Tensor,
     form: VmrForm | str,
 ) -> torch.Tensor:
     """VMR for one critic: Σ h (Q(s, aᵛ) − sg(Q(s, a)) − m)² / max(1, Σ h)  (METHOD §1).
@@ -39,7 +40,7 @@ def vmr_loss(
         q_advisor: Q_k(s, aᵛ), ``(B,)``.
         q_behaviour: Q_k(s, a) of the stored action, ``(B,)``; detached here (stop-gradient).
         has_advisor: h, ``(B,)``.
-        margin: m.
+        margin: m, or per-sample margins ``(B,)`` (:func:`vmr_margins`).
         form: 'squared' (published), or 'hinge' / 'softplus' of m − (Q(s, aᵛ) − Q(s, a)).
 
     Returns:
@@ -54,6 +55,40 @@ def vmr_loss(
     else:
         per_sample = F.softplus(margin - gap)
     return masked_mean(per_sample, has_advisor)
+
+
+def vmr_margins(
+    settings: Vmr, actions: torch.Tensor, advisor_actions: torch.Tensor
+) -> float | torch.Tensor:
+    """The margin m, or with ``settings.margin_distance`` d > 0 per-sample margins
+    m·min(1, ‖a − aᵛ‖ / d), ``(B,)``.
+
+    A constant margin asks Q(s, aᵛ) to stand m above Q(s, a) even where the taken action is the
+    advisor's: the critic then needs a cliff of height m within the policy's noise around aᵛ,
+    and every TD target that reads Q near aᵛ inherits the lift, so the values climb by about
+    γm a backup. Scaling the margin with the distance between the actions is DQfD's large
+    margin (Hester et al. 2018: zero for the expert's own action).
+    """
+    if settings.margin_distance <= 0:
+        return settings.margin
+    distance = (actions - advisor_actions).norm(dim=1)
+    return settings.margin * (distance / settings.margin_distance).clamp(max=1.0)
+
+
+def twin_vmr_loss(
+    settings: Vmr,
+    q_advisor: tuple[torch.Tensor, torch.Tensor],
+    q_behaviour: tuple[torch.Tensor, torch.Tensor],
+    actions: torch.Tensor,
+    advisor_actions: torch.Tensor,
+    has_advisor: torch.Tensor,
+) -> torch.Tensor:
+    """VMR summed over both critics (METHOD §1), before the schedule λ(t)."""
+    margin = vmr_margins(settings, actions, advisor_actions)
+    (q1_advisor, q2_advisor), (q1_behaviour, q2_behaviour) = q_advisor, q_behaviour
+    return vmr_loss(q1_advisor, q1_behaviour, has_advisor, margin, settings.form) + vmr_loss(
+        q2_advisor, q2_behaviour, has_advisor, margin, settings.form
+    )
 
 
 class AwagWeights(NamedTuple):

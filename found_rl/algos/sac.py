@@ -21,7 +21,7 @@ from torch import nn
 
 from found_rl.algos.augment import shift_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
-from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, vmr_loss
+from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, twin_vmr_loss
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
@@ -252,10 +252,10 @@ class SAC:
         qf_loss = qf1_loss + qf2_loss
         checked = {"losses/qf1_loss": qf1_loss, "losses/qf2_loss": qf2_loss}
         if cfg.vmr.enabled:
-            margin, form = cfg.vmr.margin, cfg.vmr.form
             vmr_coef = vmr_coefficient(global_step, cfg.vmr.decay_start_steps, cfg.vmr.decay_end_steps)
-            vmr = vmr_loss(qf1_advisor, qf1_a_values, has_advisor, margin, form) + vmr_loss(
-                qf2_advisor, qf2_a_values, has_advisor, margin, form
+            vmr = twin_vmr_loss(
+                cfg.vmr, (qf1_advisor, qf2_advisor), (qf1_a_values, qf2_a_values),
+                batch.actions, batch.advisor_actions, has_advisor,
             )
             qf_loss = qf_loss + vmr_coef * vmr
             checked["guidance/vmr_loss"] = vmr

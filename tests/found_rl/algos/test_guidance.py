@@ -13,9 +13,12 @@ from found_rl.algos.guidance import (
     awag_weights,
     clip_bonus_rewards,
     normalized_q_term,
+    twin_vmr_loss,
     vmr_loss,
+    vmr_margins,
 )
 from found_rl.algos.schedules import drqv2_cosine, linear_decay, vmr_coefficient
+from found_rl.guidance_settings import Vmr
 from found_rl.models.encoders import FlatEncoder
 from found_rl.models.sac_nets import SquashedGaussianActor, squashed_gaussian_log_prob
 
@@ -26,6 +29,24 @@ def test_vmr_averages_only_labelled_samples_with_margin_two():
     has_advisor = torch.tensor([1.0, 0.0, 1.0])
     # labelled: (3 - 0 - 2)^2 = 1 and (1 - 0 - 2)^2 = 1 → (1 + 1) / 2; the unlabelled (5-1-2)^2=4 is ignored
     assert vmr_loss(q_advisor, q_behaviour, has_advisor, 2.0, "squared").item() == pytest.approx(1.0)
+
+
+def test_vmr_margin_grows_with_the_distance_between_taken_and_advisor_actions():
+    taken = torch.tensor([[0.5, 0.0], [0.5, 0.0], [0.5, 0.0], [-1.0, 1.0]])
+    advisor = torch.tensor([[0.5, 0.0], [0.5, 0.3], [0.5, 0.4], [1.0, -1.0]])
+    assert vmr_margins(Vmr(margin=2.0), taken, advisor) == 2.0  # published: constant
+    margins = vmr_margins(Vmr(margin=2.0, margin_distance=0.4), taken, advisor)
+    # DQfD: none for the advisor's own action, m·‖a − aᵛ‖/d below d, m beyond
+    assert margins.tolist() == pytest.approx([0.0, 1.5, 2.0, 2.0])
+
+
+def test_twin_vmr_sums_both_critics_with_the_distance_margin():
+    taken, advisor = torch.zeros(2, 2), torch.tensor([[0.0, 0.0], [0.0, 1.0]])
+    q_advisor, q_behaviour, labelled = torch.tensor([1.0, 1.0]), torch.zeros(2), torch.ones(2)
+    settings = Vmr(margin=2.0, margin_distance=0.5)
+    # margins 0 and 2: ((1 − 0)² + (1 − 2)²) / 2 = 1 per critic
+    loss = twin_vmr_loss(settings, (q_advisor, q_advisor), (q_behaviour, q_behaviour), taken, advisor, labelled)
+    assert loss.item() == pytest.approx(2.0)
 
 
 def test_vmr_is_zero_without_labels_and_ignores_garbage_in_unlabelled_slots():
