@@ -99,6 +99,11 @@ class Awag(_Strict):
         "constant", description="c(t): 'constant' or 'drqv2_cosine' (c·½(1+cos(π·min(t/horizon_steps,1)^0.7)))"
     )
     horizon_steps: int = Field(300_000, gt=0, description="env steps until the cosine schedule reaches 0")
+    filter: Literal["q", "none"] = Field(
+        "q", description="'q': imitate where min Q rates the advisor's action above the policy's mode, weighted "
+        "by exp(A/β) (METHOD §2); 'none': every labelled sample with weight 1 (behaviour cloning of the advisor "
+        "on the visited states, DAgger's limit)",
+    )
     detach_std: bool = Field(
         False, description="SAC: imitate with the policy's mean only, log π(aᵛ | s) taken with its log-std "
         "detached, so that the entropy term alone sets how wide the policy explores (docs/method.md §2)",

@@ -332,7 +332,10 @@ class DrQV2:
             with torch.no_grad():
                 q_advisor_min = torch.min(*self.qf.q_values(features, advisor_actions))
                 q_policy_min = torch.min(*self.qf.q_values(features, mean.detach()))
-                awag = awag_weights(q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag.beta, cfg.awag.max_weight)
+                awag = awag_weights(
+                    q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag.beta, cfg.awag.max_weight,
+                    q_filter=cfg.awag.filter == "q",
+                )
             awag_term = awag_loss(gaussian_log_prob(advisor_actions, mean, std), awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term

@@ -108,6 +108,7 @@ def awag_weights(
     has_advisor: torch.Tensor,
     beta: float,
     max_weight: float,
+    q_filter: bool = True,
 ) -> AwagWeights:
     """Advantage, Q-filter gate and capped weights of AWAG (METHOD §2), computed without gradient.
 
@@ -117,9 +118,13 @@ def awag_weights(
         has_advisor: h, ``(B,)``.
         beta: temperature β.
         max_weight: cap w_max.
+        q_filter: False: g = h and w = 1 (every labelled sample imitated alike: behaviour
+            cloning of the advisor, ``guidance.awag.filter: none``).
     """
     with torch.no_grad():
         advantages = (q_advisor_min - q_policy_min).detach()
+        if not q_filter:
+            return AwagWeights(advantages, has_advisor, torch.ones_like(advantages))
         gate = has_advisor * (advantages > 0).to(advantages.dtype)
         # exp of a clamped exponent: identical after the cap, and never overflows to inf.
         exponent = torch.clamp(advantages / beta, max=torch.log(torch.tensor(max_weight)).item())

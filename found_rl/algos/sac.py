@@ -306,6 +306,7 @@ class SAC:
                     batch.has_advisor,
                     cfg.awag.beta,
                     cfg.awag.max_weight,
+                    q_filter=cfg.awag.filter == "q",
                 )
             imitated_log_std = log_std.detach() if cfg.awag.detach_std else log_std
             log_prob_advisor = self.actor.log_prob_from_params(mean, imitated_log_std, advisor_actions)

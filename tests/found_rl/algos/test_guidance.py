@@ -108,6 +108,15 @@ def test_awag_gate_weights_and_cap():
     assert torch.allclose(out.weights, expected)
 
 
+def test_awag_without_the_q_filter_imitates_every_labelled_sample_alike():
+    q_advisor, q_policy = torch.tensor([5.0, -5.0, 0.0]), torch.zeros(3)
+    labelled = torch.tensor([1.0, 1.0, 0.0])
+    awag = awag_weights(q_advisor, q_policy, labelled, beta=2.0, max_weight=20.0, q_filter=False)
+    assert awag.gate.tolist() == [1.0, 1.0, 0.0]  # the critic's disagreement no longer gates
+    assert awag.weights.tolist() == [1.0, 1.0, 1.0]
+    assert awag.advantages.tolist() == [5.0, -5.0, 0.0]  # still logged
+
+
 def test_awag_weights_carry_no_gradient_and_never_overflow():
     q_advisor = torch.tensor([1e6], requires_grad=True)
     out = awag_weights(q_advisor, torch.zeros(1), torch.ones(1), beta=2.0, max_weight=20.0)
