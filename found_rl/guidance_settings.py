@@ -104,6 +104,11 @@ class Awag(_Strict):
         "by exp(A/β) (METHOD §2); 'none': every labelled sample with weight 1 (behaviour cloning of the advisor "
         "on the visited states, DAgger's limit)",
     )
+    loss: Literal["log_prob", "mode_mse"] = Field(
+        "log_prob", description="what imitates: 'log_prob', −log π(aᵛ | s) of the squashed Gaussian (METHOD §2); "
+        "'mode_mse', ‖tanh μ(s) − aᵛ‖², the policy's mode against the advisor's action in the action space "
+        "(no pull of μ towards ±∞ for an advisor at the action bounds; SAC)",
+    )
     detach_std: bool = Field(
         False, description="SAC: imitate with the policy's mean only, log π(aᵛ | s) taken with its log-std "
         "detached, so that the entropy term alone sets how wide the policy explores (docs/method.md §2)",

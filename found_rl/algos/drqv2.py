@@ -125,6 +125,10 @@ class DrQV2Config:
             ("drq_rotate_deg", 0 <= self.drq_rotate_deg <= 180, "in [0, 180]"),
             ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
             ("td3bc_alpha", self.td3bc_alpha > 0, "> 0"),
+            # DrQ-v2's log-likelihood is already its mode's squared error over a scheduled std
+            ("awag", self.awag.loss == "log_prob" and not self.awag.detach_std,
+             "loss: log_prob and detach_std: false (a Gaussian of scheduled std in the action space: "
+             "its AWAG already trains the mode alone)"),
         )
         check_finite_floats(self)
         check_rules(self, rules)

@@ -308,9 +308,12 @@ class SAC:
                     cfg.awag.max_weight,
                     q_filter=cfg.awag.filter == "q",
                 )
-            imitated_log_std = log_std.detach() if cfg.awag.detach_std else log_std
-            log_prob_advisor = self.actor.log_prob_from_params(mean, imitated_log_std, advisor_actions)
-            awag_term = awag_loss(log_prob_advisor, awag.gate, awag.weights)
+            if cfg.awag.loss == "mode_mse":  # a score to maximise, like a log-likelihood
+                imitation = -(mu - batch.advisor_actions).pow(2).sum(dim=1)
+            else:
+                imitated_log_std = log_std.detach() if cfg.awag.detach_std else log_std
+                imitation = self.actor.log_prob_from_params(mean, imitated_log_std, advisor_actions)
+            awag_term = awag_loss(imitation, awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term
             checked["guidance/awag_loss"] = awag_term

@@ -134,6 +134,27 @@ def test_awag_term_in_update_matches_hand_computation():
     assert logs["guidance/label_coverage"] == pytest.approx(0.5)
 
 
+def test_awag_mode_mse_imitates_the_mode_in_the_action_space():
+    torch.manual_seed(0)
+    batch = driving_batch(labelled=0.5)._replace(advisor_actions=torch.ones(8, 2))  # at the bounds
+    config = SacConfig(network=TINY, **switched_on(SacConfig, "awag", awag={"loss": "mode_mse"}), q_lr=1e-12,
+                       policy_frequency=1)
+    sac = SAC(DRIVING, 2, config)
+    with torch.no_grad():
+        features = sac.qf.encoder(batch.observations)
+        mode = sac.actor.params_from_features(features)[0].tanh()
+        advisor = batch.advisor_actions.clamp(-0.999, 0.999)  # the Q-filter reads the clipped action
+        advantage = torch.min(*sac.qf.q_values(features, advisor)) - torch.min(*sac.qf.q_values(features, mode))
+        gate = batch.has_advisor * (advantage > 0).float()
+        weight = torch.clamp(torch.exp(advantage / 2.0), max=20.0)
+        error = (mode - batch.advisor_actions).pow(2).sum(-1)  # the bound itself, unclipped: no atanh
+        expected = (gate * weight * error).sum() / gate.sum().clamp(min=1)
+    assert gate.sum() > 0 and expected > 0
+    logs = sac.update(batch, global_step=1)
+    assert math.isfinite(logs["guidance/awag_loss"])
+    assert logs["guidance/awag_loss"] == pytest.approx(expected.item(), rel=1e-4, abs=1e-5)
+
+
 def _actor_head_gradients(awag: dict) -> dict[str, torch.Tensor]:
     """The gradients the actor step gives its mean and log-std heads (Adam's first step is
     sign(g): the weights it writes cannot tell a term's share)."""
