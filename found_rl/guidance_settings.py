@@ -107,7 +107,7 @@ class Awag(_Strict):
     loss: Literal["log_prob", "mode_mse"] = Field(
         "log_prob", description="what imitates: 'log_prob', −log π(aᵛ | s) of the squashed Gaussian (METHOD §2); "
         "'mode_mse', ‖tanh μ(s) − aᵛ‖², the policy's mode against the advisor's action in the action space "
-        "(no pull of μ towards ±∞ for an advisor at the action bounds; SAC)",
+        "(no pull of μ towards ±∞ for an advisor at the action bounds)",
     )
     detach_std: bool = Field(
         False, description="SAC: imitate with the policy's mean only, log π(aᵛ | s) taken with its log-std "

@@ -25,7 +25,14 @@ from torch import nn
 
 from found_rl.algos.augment import augment_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_schedule, check_settings
-from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, normalized_q_term, twin_vmr_loss
+from found_rl.algos.guidance import (
+    awag_loss,
+    awag_weights,
+    clip_bonus_rewards,
+    mode_imitation_score,
+    normalized_q_term,
+    twin_vmr_loss,
+)
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.sac import AWAG_TAGS, CLIP_TAGS, CRITIC_TAGS, LABEL_TAGS, VMR_TAGS
@@ -125,10 +132,8 @@ class DrQV2Config:
             ("drq_rotate_deg", 0 <= self.drq_rotate_deg <= 180, "in [0, 180]"),
             ("advisor_action_eps", 0 < self.advisor_action_eps < 1, "in (0, 1)"),
             ("td3bc_alpha", self.td3bc_alpha > 0, "> 0"),
-            # DrQ-v2's log-likelihood is already its mode's squared error over a scheduled std
-            ("awag", self.awag.loss == "log_prob" and not self.awag.detach_std,
-             "loss: log_prob and detach_std: false (a Gaussian of scheduled std in the action space: "
-             "its AWAG already trains the mode alone)"),
+            # DrQ-v2's std is a schedule, not a learned output: there is nothing to detach
+            ("awag", not self.awag.detach_std, "detach_std: false (DrQ-v2's std is a schedule, not learned)"),
         )
         check_finite_floats(self)
         check_rules(self, rules)
@@ -340,7 +345,11 @@ class DrQV2:
                     q_advisor_min, q_policy_min, batch.has_advisor, cfg.awag.beta, cfg.awag.max_weight,
                     q_filter=cfg.awag.filter == "q",
                 )
-            awag_term = awag_loss(gaussian_log_prob(advisor_actions, mean, std), awag.gate, awag.weights)
+            if cfg.awag.loss == "mode_mse":
+                imitation = mode_imitation_score(mean, batch.advisor_actions)
+            else:
+                imitation = gaussian_log_prob(advisor_actions, mean, std)
+            awag_term = awag_loss(imitation, awag.gate, awag.weights)
             awag_coef = self.awag_coefficient(global_step)
             actor_loss = actor_loss + awag_coef * awag_term
             gated = awag.gate.sum().clamp(min=1.0)

@@ -132,6 +132,13 @@ def awag_weights(
     return AwagWeights(advantages, gate, weights)
 
 
+def mode_imitation_score(mode: torch.Tensor, advisor_actions: torch.Tensor) -> torch.Tensor:
+    """−‖mode − aᵛ‖² per sample, ``(B,)``: what ``guidance.awag.loss: mode_mse`` imitates with, in
+    the place of log π(aᵛ | s). In the action space its pull fades as the mode nears an advisor
+    action at the bounds, where −log π of a squashed Gaussian keeps pulling the mean to ±∞."""
+    return -(mode - advisor_actions).pow(2).sum(dim=1)
+
+
 def awag_loss(log_prob_advisor: torch.Tensor, gate: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """L_AWAG = − Σ g w log π(aᵛ | s) / max(1, Σ g)  (METHOD §2).
 

@@ -21,7 +21,7 @@ from torch import nn
 
 from found_rl.algos.augment import shift_observation
 from found_rl.algos.config_checks import check_finite_floats, check_rules, check_settings
-from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, twin_vmr_loss
+from found_rl.algos.guidance import awag_loss, awag_weights, clip_bonus_rewards, mode_imitation_score, twin_vmr_loss
 from found_rl.algos.numerics import ensure_finite
 from found_rl.algos.optim import adam, polyak_update
 from found_rl.algos.schedules import drqv2_cosine, vmr_coefficient
@@ -308,8 +308,8 @@ class SAC:
                     cfg.awag.max_weight,
                     q_filter=cfg.awag.filter == "q",
                 )
-            if cfg.awag.loss == "mode_mse":  # a score to maximise, like a log-likelihood
-                imitation = -(mu - batch.advisor_actions).pow(2).sum(dim=1)
+            if cfg.awag.loss == "mode_mse":
+                imitation = mode_imitation_score(mu, batch.advisor_actions)
             else:
                 imitated_log_std = log_std.detach() if cfg.awag.detach_std else log_std
                 imitation = self.actor.log_prob_from_params(mean, imitated_log_std, advisor_actions)

@@ -12,7 +12,7 @@ Example::
     algorithm: sac
     network: cpu
     advisor: {spawn: expert}
-    guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 0.5}}   # off unless enabled
+    guidance: {vmr: {enabled: true}, awag: {enabled: true, coef: 2.5, loss: mode_mse}}   # off unless enabled
     budget: {env_steps: 30000}
 
 The guidance settings are ``found_rl.guidance_settings``'s, handed to the learner as they are;
@@ -430,7 +430,8 @@ def default_run_config(scenario: Path) -> dict[str, Any]:
             # The published schedules (50k–300k steps) are for 1M-step runs; a laptop budget
             # keeps the margin on throughout and leans on AWAG harder (docs/method.md).
             "vmr": {"enabled": True, "decay_start_steps": 20_000, "decay_end_steps": 40_000},
-            "awag": {"enabled": True, "coef": 0.5},
+            # the expert drives at the action bounds (full throttle): imitate its action, not log π
+            "awag": {"enabled": True, "coef": 2.5, "loss": "mode_mse"},
         },
     }
 
