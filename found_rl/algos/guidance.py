@@ -64,10 +64,9 @@ def vmr_margins(
     m·min(1, ‖a − aᵛ‖ / d), ``(B,)``.
 
     A constant margin asks Q(s, aᵛ) to stand m above Q(s, a) even where the taken action is the
-    advisor's: the critic then needs a cliff of height m within the policy's noise around aᵛ,
-    and every TD target that reads Q near aᵛ inherits the lift, so the values climb by about
-    γm a backup. Scaling the margin with the distance between the actions is DQfD's large
-    margin (Hester et al. 2018: zero for the expert's own action).
+    advisor's, which the critic can only meet with a cliff of height m within the policy's noise
+    around aᵛ. Scaling the margin with the distance between the actions is DQfD's large margin
+    (Hester et al. 2018: zero for the expert's own action).
     """
     if settings.margin_distance <= 0:
         return settings.margin
@@ -144,7 +143,8 @@ def awag_loss(log_prob_advisor: torch.Tensor, gate: torch.Tensor, weights: torch
 
     Args:
         log_prob_advisor: per-sample log π(clip(aᵛ, ±(1−ε)) | s), ``(B,)``, already summed over
-            action dimensions once (a ``(B, A)`` input is refused: that is the published bug).
+            action dimensions once (a ``(B, A)`` input is refused: that is the published bug), or
+            another per-sample score to maximise (:func:`mode_imitation_score`).
         gate: g, ``(B,)``.
         weights: w, ``(B,)``.
 
