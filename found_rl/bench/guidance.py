@@ -9,7 +9,9 @@ over ``--seeds`` seeds, each run a real ``found-rl train`` run folder under ``--
   components, 20 % uniformly random answers: ``ExpertAdvisor``'s noise options);
 * ``vmr``, ``awag``: one term alone; ``clip``: the CLIP bonus from ``--clip-checkpoint``;
 * ``vlm``: VMR + AWAG with the VLM advisor of ``--vlm-model`` served by ``found-rl serve
-  --advisor hf`` (it reads the RGB BEV and the prompt only: nothing privileged at inference).
+  --advisor hf`` (it reads the RGB BEV and the prompt only: nothing privileged at inference);
+  AWAG imitates by log π at c = 0.5, which takes an imperfect teacher's errors in better than
+  the mode's squared error the expert is imitated with (docs/benchmarks.md#guidance).
 
 All variants collect their warm-up with uniform random actions, so the curves differ by the
 guidance alone. Runs are scheduled ``--jobs`` at a time. A run counts only once its training
@@ -66,6 +68,9 @@ from found_rl.train.curves import mark_of, steps_to_threshold
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 VARIANTS = ("plain", "guided", "noisy", "vmr", "awag", "clip", "vlm")
 DEFAULT_VARIANTS = ("plain", "guided", "noisy")
+IMPERFECT_TEACHER_AWAG = ("guidance.awag.loss=log_prob", "guidance.awag.coef=0.5")
+"""AWAG for a teacher that errs: log π, whose Gaussian widens over an inconsistent teacher, where
+the mode's squared error follows every answer the Q-filter lets through."""
 RC_THRESHOLD = 0.8
 NOISE = {"noise_std": 0.5, "random_fraction": 0.2}
 NOISY_WITHIN = 0.05
@@ -101,7 +106,7 @@ def variant_overrides(
         if vlm_model is None:
             raise UserError("--variants vlm: needs --vlm-model DIR (a VLM advisor, e.g. from `found-rl vlm finetune`)")
         options = json.dumps({"model": str(vlm_model.resolve()), "max_new_tokens": 16})
-        return ["advisor.spawn=hf", f"advisor.spawn_options={options}"]
+        return ["advisor.spawn=hf", f"advisor.spawn_options={options}", *IMPERFECT_TEACHER_AWAG]
     if clip_checkpoint is None:
         raise UserError("--variants clip: needs --clip-checkpoint PATH (a fine-tuned CLIP reward model)")
     return [*off, "advisor.spawn=expert", "advisor.clip=openclip",

@@ -79,6 +79,7 @@ def test_the_vlm_variant_serves_the_model_folder_with_images_and_nothing_privile
     quickstart = Path(__file__).resolve().parents[3] / "scenarios" / "quickstart.yaml"
     config = load_run_config(quickstart, overrides)
     assert config.guidance.vmr.enabled and config.guidance.awag.enabled
+    assert config.guidance.awag.loss == "log_prob"  # an imperfect teacher, imitated by likelihood
     trainer = Trainer(config, tmp_path / "run", show_progress=False)
     wants = trainer._wants()
     assert wants.actions and wants.image and not wants.clip  # the VLM reads the BEV image
