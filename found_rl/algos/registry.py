@@ -50,6 +50,9 @@ class LearnerEntry:
     own_defaults: tuple[GuidanceTerm, ...] = ()
     """accepted terms whose unset fields take the learner's defaults (its config's field default)
     instead of METHOD's (``found_rl.guidance_settings``)"""
+    refused_switches: tuple[tuple[str, str], ...] = ()
+    """``(term.field, why)``: boolean settings of an accepted term that mean nothing to this learner;
+    a run config that switches one on is refused"""
 
     @property
     def on_policy(self) -> bool:
@@ -101,6 +104,10 @@ class LearnerEntry:
                     f"guidance.{term.value}: {self.name} does not accept it ({TERM_NEEDS[term]}); "
                     f"{self.name} accepts: {allowed} (set guidance.{term.value}.enabled: false)"
                 )
+        for dotted, why in self.refused_switches:
+            term, field = dotted.split(".")
+            if getattr(getattr(guidance, term), field):
+                raise ValueError(f"guidance.{dotted}: {self.name} does not accept it ({why}); set false")
 
 
 LEARNERS: dict[str, LearnerEntry] = {
@@ -109,7 +116,8 @@ LEARNERS: dict[str, LearnerEntry] = {
         LearnerEntry("sac", "found_rl.algos.sac", Storage.REPLAY,
                      (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS)),
         LearnerEntry("drqv2", "found_rl.algos.drqv2", Storage.REPLAY,
-                     (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS), own_defaults=(GuidanceTerm.AWAG,)),
+                     (GuidanceTerm.VMR, GuidanceTerm.AWAG, GuidanceTerm.CLIP_BONUS), own_defaults=(GuidanceTerm.AWAG,),
+                     refused_switches=(("awag.detach_std", "its std is a schedule, not learned"),)),
         LearnerEntry("ppo", "found_rl.algos.ppo", Storage.ROLLOUT, (GuidanceTerm.CLIP_BONUS, GuidanceTerm.ADVISOR_BC)),
     )
 }
