@@ -322,7 +322,7 @@ class DrivingEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         sign = hazards.affecting_stop_sign(snapshot, index, STOP_SIGN_HORIZON_M)
         if sign is not None and self.monitor.has_stopped_at(sign.sign_id):
             sign = None
-        state = state_vector(snapshot, light, sign)
+        state = state_vector(snapshot, light, sign, progress.progress_m)
         observation = {"state": state}
         if self.observation_kind == "bev":
             observation = {"bev": self.renderer.render(snapshot, index), "state": state}

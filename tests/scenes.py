@@ -64,6 +64,16 @@ def straight_route(length_m: float = 100.0, spacing_m: float = 1.0) -> Route:
     return Route("straight", xy, np.zeros(len(x)), commands, ("east",) * len(x), float(length_m))
 
 
+def l_route() -> Route:
+    """East 50 m from the origin, then south (CARLA +y) 50 m: a right turn at (50, 0)."""
+    east = np.stack([np.arange(0.0, 51.0), np.zeros(51)], axis=1)
+    south = np.stack([np.full(50, 50.0), np.arange(1.0, 51.0)], axis=1)
+    xy = np.concatenate([east, south])
+    yaw = np.concatenate([np.zeros(51), np.full(50, 90.0)])
+    commands = np.full(len(xy), int(RoadOption.LANEFOLLOW), dtype=np.int8)
+    return Route("L", xy, yaw, commands, ("a",) * len(xy), 100.0)
+
+
 def boxes(
     xy: Sequence[Sequence[float]],
     yaw_deg: Sequence[float] | None = None,

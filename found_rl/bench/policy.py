@@ -26,9 +26,15 @@ TARGETS: dict[str, dict[str, float]] = {
     "roach": {"fps_b1": 1_000.0, "fps_b64": 5_000.0},
     "cpu": {"fps_b1": 2_000.0, "fps_b64": 10_000.0, "sac_updates_per_s": 10.0, "sac_updates_per_s_b64": 30.0},
 }
-STATE_DIM = 10
 SAC_BATCH = 128
 QUICKSTART_BATCH = 64
+
+
+def state_dim() -> int:
+    """The env's state length (imported on use: the simulator's kernels load with it)."""
+    from found_rl.state_vector import STATE_SIZE
+
+    return STATE_SIZE
 
 
 def _frames_per_second(model: Any, inputs: tuple[Any, ...], batch: int, min_seconds: float, warmup: int = 5) -> float:
@@ -86,7 +92,8 @@ def actor_cost(preset: str) -> tuple[int, int]:
     layers = [m for m in actor.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     hooks = [layer.register_forward_hook(count) for layer in layers]
     with torch.no_grad():
-        actor.act({"bev": torch.zeros((1, *bev_shape(preset)), dtype=torch.uint8), "state": torch.zeros(1, STATE_DIM)})
+        bev = torch.zeros((1, *bev_shape(preset)), dtype=torch.uint8)
+        actor.act({"bev": bev, "state": torch.zeros(1, state_dim())})
     for hook in hooks:
         hook.remove()
     return 2 * macs, sum(p.numel() for p in actor.parameters())
@@ -97,7 +104,7 @@ def _actor(preset: str) -> Any:
     from found_rl.models.observation import ObsSpec
     from found_rl.models.policy import PolicySpec, build_actor
 
-    spec = PolicySpec("sac", ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM), 2, network_preset(preset))
+    spec = PolicySpec("sac", ObsSpec(bev_shape=bev_shape(preset), state_dim=state_dim()), 2, network_preset(preset))
     return build_actor(spec).eval()
 
 
@@ -118,7 +125,7 @@ def sac_updates_per_second(
     from found_rl.storage.replay import ReplayBuffer
     from found_rl.train.config import LearnerConfig
 
-    spec = ObsSpec(bev_shape=bev_shape(preset), state_dim=STATE_DIM)
+    spec = ObsSpec(bev_shape=bev_shape(preset), state_dim=state_dim())
     config = SacConfig(batch_size=batch_size, network=network_preset(preset), vmr=Vmr(enabled=True),
                        awag=Awag(enabled=True), target_features=target_features or LearnerConfig().target_features)
     sac = SAC(spec, 2, config)
@@ -126,7 +133,7 @@ def sac_updates_per_second(
     clips = 4
     replay = ReplayBuffer(2_048, spec, 2, num_envs=clips)
     obs = {"bev": rng.integers(0, 2, (clips, *spec.bev_shape), dtype=np.uint8) * 255,
-           "state": rng.normal(size=(clips, STATE_DIM)).astype(np.float32)}
+           "state": rng.normal(size=(clips, state_dim())).astype(np.float32)}
     no = np.zeros(clips, bool)
     for step in range(400):
         next_obs = {"bev": np.roll(obs["bev"], 1, axis=-1), "state": obs["state"] + 0.1}
@@ -181,7 +188,7 @@ def measure(
     channels_last_model = DeterministicActor(copy.deepcopy(actor)).eval().to(memory_format=torch.channels_last)
     for batch in batch_sizes:
         bev = torch.as_tensor(rng.integers(0, 256, (batch, *shape), dtype=np.uint8))
-        state = torch.as_tensor(rng.normal(size=(batch, STATE_DIM)).astype(np.float32))
+        state = torch.as_tensor(rng.normal(size=(batch, state_dim())).astype(np.float32))
         # Plain eager baseline: autograd off with no_grad, not inference_mode.
         done = progress or (lambda: None)
         with torch.no_grad():

@@ -50,7 +50,8 @@ class ExpertSample:
         key: sample key inside its shard (zero-padded global index).
         bev_rgb: ``(H, W, 3)`` uint8 RGB BEV.
         masks: ``(C, H, W)`` uint8 BEV masks (ARCHITECTURE §4).
-        state: ``(10,)`` float32 state vector.
+        state: the float32 state vector (:data:`found_rl.state_vector.STATE_NAMES`; ten numbers in
+            datasets collected before the route points joined it).
         command: RoadOption value.
         speed_mps: ego forward speed.
         action: ``(2,)`` float32 expert ``(acc, steer)`` (the label).

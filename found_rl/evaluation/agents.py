@@ -15,6 +15,7 @@ import numpy as np
 
 from found_rl.errors import MissingPathError, UserError
 from found_rl.expert import ExpertDriver
+from found_rl.state_vector import ROACH_STATE_SIZE, ROUTE_POINT_NAMES, STATE_SIZE
 from found_rl.world import WorldSnapshot
 
 if TYPE_CHECKING:
@@ -119,9 +120,13 @@ class CheckpointAgent:
         want = self.policy.spec.obs
         got_bev, got_state = tuple(space["bev"].shape), int(space["state"].shape[0])
         if want.bev_shape is not None and (tuple(want.bev_shape), want.state_dim) != (got_bev, got_state):
+            hint = ""
+            if want.state_dim == ROACH_STATE_SIZE and got_state == STATE_SIZE:
+                hint = (f"; the policy reads the {ROACH_STATE_SIZE}-number state of found-rl before the route "
+                        f"points joined it ({', '.join(ROUTE_POINT_NAMES[:2])}, ...): retrain it")
             raise UserError(
                 f"{self.flag} {self.name}: the policy was built for bev {tuple(want.bev_shape)} and state "
-                f"({want.state_dim},), but this scenario gives bev {got_bev} and state ({got_state},)"
+                f"({want.state_dim},), but this scenario gives bev {got_bev} and state ({got_state},){hint}"
             )
 
     def reset(self) -> None:

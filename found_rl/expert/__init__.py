@@ -11,7 +11,7 @@ import numpy as np
 
 from found_rl.expert.control import ExpertConfig, expert_action
 from found_rl.expert.observation import ExpertObservation
-from found_rl.expert.observer import ExpertObserver, ObserverConfig, world_to_ego
+from found_rl.expert.observer import ExpertObserver, ObserverConfig
 from found_rl.world import WorldSnapshot
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "ExpertObserver",
     "ObserverConfig",
     "expert_action",
-    "world_to_ego",
 ]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from found_rl import hazards
 from found_rl.expert.observation import ExpertObservation
+from found_rl.routes.ahead import route_arc_m, route_points_ego
 from found_rl.world import ActorBoxes, Route, WorldSnapshot, route_command
 
 
@@ -90,8 +91,7 @@ class ExpertObserver:
         if route is not self._route or snapshot.step == 0:
             self.reset()
             self._route = route
-            steps = np.hypot(*np.diff(route.xy, axis=0).T) if len(route.xy) > 1 else np.zeros(0)
-            self._arc_m = np.concatenate([[0.0], np.cumsum(steps)])
+            self._arc_m = route_arc_m(route)
         ego = snapshot.ego
         index = hazards.nearest_route_index(route, ego.xy, self._index, self.config.index_window)
         self._index = index
@@ -241,12 +241,9 @@ class ExpertObserver:
     def _route_ahead_ego(self, snapshot: WorldSnapshot, arc_now: float) -> tuple[tuple[float, float], ...]:
         """Upcoming route points, evenly spaced by arc length, in the ego frame."""
         config = self.config
-        route_xy = snapshot.route.xy
         wanted = arc_now + config.route_spacing_m * np.arange(config.route_points)
         wanted = wanted[wanted <= self._arc_m[-1] + 1e-6]
-        xs = np.interp(wanted, self._arc_m, route_xy[:, 0])
-        ys = np.interp(wanted, self._arc_m, route_xy[:, 1])
-        points = world_to_ego(np.stack([xs, ys], axis=1), snapshot.ego.xy, snapshot.ego.yaw_deg)
+        points = route_points_ego(snapshot.route, wanted, snapshot.ego.xy, snapshot.ego.yaw_deg)
         return tuple((float(x), float(y)) for x, y in points)
 
     def _unserved_stop_sign(self, snapshot: WorldSnapshot, index: int) -> float | None:
@@ -259,13 +256,3 @@ class ExpertObserver:
             self._served_stops.add(sign.sign_id)
             return None
         return float(sign.distance_m)
-
-
-def world_to_ego(points_xy: np.ndarray, ego_xy: np.ndarray, ego_yaw_deg: float) -> np.ndarray:
-    """World points ``(N, 2)`` to the ego frame (x forward, y right; CARLA frame, metres)."""
-    yaw = math.radians(ego_yaw_deg)
-    cos, sin = math.cos(yaw), math.sin(yaw)
-    delta = np.asarray(points_xy, dtype=np.float64) - np.asarray(ego_xy, dtype=np.float64)
-    forward = delta[:, 0] * cos + delta[:, 1] * sin
-    right = -delta[:, 0] * sin + delta[:, 1] * cos
-    return np.stack([forward, right], axis=1)

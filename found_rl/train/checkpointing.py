@@ -26,6 +26,7 @@ from found_rl.atomic import replaced_atomically
 from found_rl.checkpoint import read_checkpoint, save_checkpoint
 from found_rl.errors import MissingPathError, UserError
 from found_rl.models.policy import PolicySpec
+from found_rl.state_vector import STATE_SIZE
 from found_rl.storage.replay import ReplayBuffer
 
 
@@ -71,7 +72,8 @@ def load_run_checkpoint(path: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no checkpoint (the run never reached its first one).
-        ValueError: a corrupt checkpoint, one without training state, or a missing replay file.
+        ValueError: a corrupt checkpoint, one without training state, a missing replay file, or
+            networks built for another state vector than today's env gives.
     """
     if not path.is_file():
         raise MissingPathError(
@@ -81,6 +83,12 @@ def load_run_checkpoint(path: Path) -> dict[str, Any]:
     state = payload.get("training_state")
     if not isinstance(state, dict) or "learner" not in state or "counters" not in state:
         raise UserError(f"--resume: {path} holds a policy but no training state; it cannot be resumed")
+    saved_state_dim = payload.get("policy_spec", {}).get("obs", {}).get("state_dim")
+    if saved_state_dim is not None and saved_state_dim != STATE_SIZE:
+        raise UserError(
+            f"--resume: {path} was trained on a {saved_state_dim}-number state vector, and the env now gives "
+            f"{STATE_SIZE} (the route points ahead joined Roach's ten): start the run again in a new --run-dir"
+        )
     replay_name = state.get("replay_file")
     if replay_name is not None and not (path.parent / replay_name).is_file():
         raise UserError(f"--resume: {path} needs {replay_name}, which is missing from {path.parent}")

@@ -11,6 +11,7 @@ import found_rl
 from found_rl.env import DrivingEnv
 from found_rl.events import EpisodeStatus, EpisodeSummary, InfractionKind
 from found_rl.scenario import Scenario, parse_scenario
+from found_rl.state_vector import STATE_SIZE
 from tests.scenes import ScriptedBackend
 
 SCENARIO = parse_scenario(
@@ -59,7 +60,7 @@ def test_observation_layout_and_render():
     env = make_env(render_mode="rgb_array")
     obs, info = env.reset(seed=0)
     assert obs["bev"].shape == (15, 96, 96) and obs["bev"].dtype == np.uint8
-    assert obs["state"].shape == (10,) and obs["state"].dtype == np.float32
+    assert obs["state"].shape == (STATE_SIZE,) and obs["state"].dtype == np.float32
     assert env.observation_space.contains(obs)
     assert obs["bev"][1].max() == 255  # the route is drawn
     assert env.render().shape == (192, 192, 3)

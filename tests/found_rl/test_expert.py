@@ -9,7 +9,6 @@ import pytest
 from found_rl.actions import RoadOption
 from found_rl.expert.control import ExpertConfig, expert_action
 from found_rl.expert.observation import ExpertObservation
-from found_rl.expert.observer import world_to_ego
 
 CONFIG = ExpertConfig()
 
@@ -94,14 +93,6 @@ def test_stops_for_a_walker_in_the_path_and_for_a_stop_sign():
 
 def test_stops_at_the_end_of_the_route():
     assert expert_action(observe(speed=6.0, remaining_route_m=3.0), CONFIG)[0] < 0.0
-
-
-def test_world_to_ego_uses_carla_frame():
-    # Heading south (yaw 90 deg in CARLA's y-south frame): a point further south is ahead,
-    # a point to the west (smaller x) is on the right.
-    ego_xy = np.array([10.0, 10.0])
-    points = np.array([[10.0, 15.0], [7.0, 10.0]])
-    np.testing.assert_allclose(world_to_ego(points, ego_xy, 90.0), [[5.0, 0.0], [0.0, 3.0]], atol=1e-9)
 
 
 def test_observation_json_round_trip_and_errors():

@@ -10,6 +10,7 @@ import pytest
 from found_rl.cli import expert as expert_cli
 from found_rl.dataset import clip_caption, iter_samples, read_manifest
 from found_rl.dataset.collect import ActionPerturber, PerturbationConfig
+from found_rl.state_vector import STATE_SIZE
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY_TOWN = ROOT / "tests" / "found_rl" / "evaluation" / "data" / "tiny_town.yaml"
@@ -52,7 +53,7 @@ def test_collect_round_trip_with_perturbations(tmp_path, capsys):
     first = samples[0]
     assert first.bev_rgb.shape == (192, 192, 3) and first.bev_rgb.dtype == np.uint8
     assert first.masks.shape == (15, 192, 192)
-    assert first.state.shape == (10,)
+    assert first.state.shape == (STATE_SIZE,)
     assert first.bev_rgb.any() and first.masks[0].any()  # the road is drawn
     for sample in samples:
         assert sample.caption == clip_caption(sample.command, sample.speed_mps, *sample.action)

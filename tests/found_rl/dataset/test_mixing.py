@@ -16,6 +16,7 @@ from found_rl.dataset import iter_samples, read_manifest
 from found_rl.dataset.mixing import DaggerMix
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
+from found_rl.state_vector import STATE_SIZE
 
 TINY_TOWN = Path(__file__).resolve().parents[1] / "evaluation" / "data" / "tiny_town.yaml"
 TINY = NetworkConfig(
@@ -34,7 +35,7 @@ def run_expert(argv: list[str]) -> int:
 
 def tiny_checkpoint(path: Path, bev_shape: tuple[int, int, int] = BevConfig().observation_shape) -> Path:
     torch.manual_seed(0)
-    sac = SAC(ObsSpec(bev_shape=bev_shape, state_dim=10), 2, SacConfig(network=TINY))
+    sac = SAC(ObsSpec(bev_shape=bev_shape, state_dim=STATE_SIZE), 2, SacConfig(network=TINY))
     return save_checkpoint(path, sac.policy_spec, sac.actor.state_dict())
 
 

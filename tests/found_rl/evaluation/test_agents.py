@@ -14,6 +14,7 @@ from found_rl.evaluation import ResultsFile, evaluate, make_agent
 from found_rl.models.encoders import EncoderConfig, NetworkConfig
 from found_rl.models.observation import ObsSpec
 from found_rl.scenario import parse_scenario
+from found_rl.state_vector import ROACH_STATE_SIZE, STATE_SIZE
 from tests.scenes import ScriptedBackend
 
 SCENARIO = parse_scenario(
@@ -44,7 +45,7 @@ def test_expert_completes_the_scripted_routes(tmp_path):
 def test_checkpoint_agent_drives_from_the_observation(tmp_path):
     env = scripted_env(observation="bev")
     torch.manual_seed(0)
-    spec = ObsSpec(bev_shape=env.observation_space["bev"].shape, state_dim=10)
+    spec = ObsSpec(bev_shape=env.observation_space["bev"].shape, state_dim=STATE_SIZE)
     sac = SAC(spec, 2, SacConfig(network=TINY))
     path = save_checkpoint(tmp_path / "policy.pt", sac.policy_spec, sac.actor.state_dict())
     agent = make_agent(f"checkpoint:{path}")
@@ -65,7 +66,7 @@ def test_agents_that_read_no_bev_say_so(spec, observation):
 
 
 def test_a_checkpoint_agent_reads_the_bev(tmp_path):
-    spec = ObsSpec(bev_shape=scripted_env("bev").observation_space["bev"].shape, state_dim=10)
+    spec = ObsSpec(bev_shape=scripted_env("bev").observation_space["bev"].shape, state_dim=STATE_SIZE)
     sac = SAC(spec, 2, SacConfig(network=TINY))
     path = save_checkpoint(tmp_path / "policy.pt", sac.policy_spec, sac.actor.state_dict())
     assert make_agent(f"checkpoint:{path}").observation == "bev"
@@ -74,7 +75,7 @@ def test_a_checkpoint_agent_reads_the_bev(tmp_path):
 def test_checkpoint_for_another_bev_size_is_refused_before_driving(tmp_path):
     env = scripted_env(observation="bev")
     channels, height, width = env.observation_space["bev"].shape
-    other = ObsSpec(bev_shape=(channels, height // 2, width // 2), state_dim=10)
+    other = ObsSpec(bev_shape=(channels, height // 2, width // 2), state_dim=STATE_SIZE)
     sac = SAC(other, 2, SacConfig(network=TINY))
     path = save_checkpoint(tmp_path / "small.pt", sac.policy_spec, sac.actor.state_dict())
     agent = make_agent(f"checkpoint:{path}")
@@ -84,6 +85,15 @@ def test_checkpoint_for_another_bev_size_is_refused_before_driving(tmp_path):
         bev=gymnasium.spaces.Box(0, 255, other.bev_shape, np.uint8), state=env.observation_space["state"]
     )
     agent.check_observation_space(matching)  # the policy's own shape passes
+
+
+def test_a_policy_of_the_ten_number_state_is_told_to_retrain(tmp_path):
+    env = scripted_env(observation="bev")
+    old = ObsSpec(bev_shape=env.observation_space["bev"].shape, state_dim=ROACH_STATE_SIZE)
+    sac = SAC(old, 2, SacConfig(network=TINY))
+    agent = make_agent(f"checkpoint:{save_checkpoint(tmp_path / 'old.pt', sac.policy_spec, sac.actor.state_dict())}")
+    with pytest.raises(ValueError, match=r"state \(10,\).*state \(18,\); .*before the route points .*retrain it"):
+        agent.check_observation_space(env.observation_space)
 
 
 @pytest.mark.parametrize("device", ["nodevice", "cuda:99"])

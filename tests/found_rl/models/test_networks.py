@@ -16,11 +16,12 @@ from found_rl.models import (
     obs_to_tensor,
 )
 from found_rl.models.ppo_nets import action_kind_for_space
+from found_rl.state_vector import STATE_SIZE
 
 DRIVING_SPACE = gym.spaces.Dict(
     {
         "bev": gym.spaces.Box(0, 255, (15, 96, 96), np.uint8),
-        "state": gym.spaces.Box(-np.inf, np.inf, (10,), np.float32),
+        "state": gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32),
     }
 )
 
@@ -38,7 +39,7 @@ def test_default_driving_encoder_layout():
     ]
     obs = {
         "bev": torch.zeros(3, 15, 96, 96, dtype=torch.uint8),
-        "state": torch.zeros(3, 10),
+        "state": torch.zeros(3, STATE_SIZE),
     }
     assert encoder(obs).shape == (3, 256)
 

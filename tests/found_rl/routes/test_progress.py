@@ -14,17 +14,7 @@ from found_rl.routes.progress import (
     wrap_angle_rad,
 )
 from found_rl.world import Route
-from tests.scenes import EAST_LANE_Y, straight_route
-
-
-def l_route() -> Route:
-    """East 50 m from the origin, then south (CARLA +y) 50 m: a right turn at (50, 0)."""
-    east = np.stack([np.arange(0.0, 51.0), np.zeros(51)], axis=1)
-    south = np.stack([np.full(50, 50.0), np.arange(1.0, 51.0)], axis=1)
-    xy = np.concatenate([east, south])
-    yaw = np.concatenate([np.zeros(51), np.full(50, 90.0)])
-    commands = np.full(len(xy), int(RoadOption.LANEFOLLOW), dtype=np.int8)
-    return Route("L", xy, yaw, commands, ("a",) * len(xy), 100.0)
+from tests.scenes import EAST_LANE_Y, l_route, straight_route
 
 
 def test_driving_along_the_route_completes_it_and_counts_distance():

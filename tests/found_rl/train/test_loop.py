@@ -13,6 +13,7 @@ import yaml
 from found_rl.checkpoint import load_policy, read_checkpoint
 from found_rl.models.observation import ObsSpec
 from found_rl.models.policy import PolicySpec
+from found_rl.state_vector import STATE_SIZE
 from found_rl.storage.replay import ReplayBuffer
 from found_rl.train import tags
 from found_rl.train.checkpointing import save_run_checkpoint
@@ -62,7 +63,8 @@ def test_the_run_folder_holds_config_evaluations_checkpoints_and_the_final_polic
         assert row["evaluation_wall_s"] > 0
     policy = load_policy(run_dir / "policy.pt")  # what `found-rl eval --agent checkpoint:` loads
     assert policy.spec.obs.bev_shape == (15, 48, 48)  # the cpu preset's BEV (network: auto on a CPU)
-    assert policy.act({"bev": np.zeros((15, 48, 48), np.uint8), "state": np.zeros(10, np.float32)}).shape == (2,)
+    obs = {"bev": np.zeros((15, 48, 48), np.uint8), "state": np.zeros(STATE_SIZE, np.float32)}
+    assert policy.act(obs).shape == (2,)
     assert result.label_coverage > 0.5
 
 
