@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from found_rl.errors import DiskFullError, is_disk_full
+
 
 @contextmanager
 def replaced_atomically(path: str | Path) -> Iterator[Path]:
@@ -21,7 +23,8 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
     The temporary name keeps ``path``'s suffix (writers such as imageio choose the format by
     it) and starts with a dot. The content is flushed to disk before the rename, so the rename
     never exposes a file whose data is still in flight. If the block raises, the temporary
-    file is removed and ``path`` is untouched.
+    file is removed and ``path`` is untouched; a full disk is raised as
+    :class:`~found_rl.errors.DiskFullError`, naming ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -30,8 +33,10 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(exc) and not isinstance(exc, DiskFullError):
+            raise DiskFullError(path, exc) from exc  # type: ignore[arg-type]
         raise
 
 

@@ -23,6 +23,7 @@ code  meaning
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +69,26 @@ class OutsideFailure(RuntimeError):
     Neither the user's mistake nor a bug: ``found-rl`` prints it as one line naming what failed
     and where the job stood, and exits 3.
     """
+
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``OSError`` numbers that mean the disk (or the user's quota) is full: the machine's state, not a bug."""
+
+
+class DiskFullError(OutsideFailure, OSError):
+    """A write failed because the disk is full (also an ``OSError`` with the original errno)."""
+
+    def __init__(self, path: str | Path, cause: OSError):
+        super().__init__(
+            f"no space left on the device for {path} ({cause.strerror}); the file was left as it was: "
+            "free space and run again (`found-rl train --resume RUN_DIR` continues a run from its last checkpoint)"
+        )
+        self.errno = cause.errno
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that failed on a full disk or quota."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
 @dataclass(frozen=True)

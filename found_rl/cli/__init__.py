@@ -22,6 +22,7 @@ from found_rl.errors import (
     ChildRunsFailed,
     OutsideFailure,
     UserError,
+    is_disk_full,
 )
 
 # name -> (module, one-line help)
@@ -93,7 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C; child runs it stopped are named (ChildRunsInterrupted)
         print(f"found-rl {args.command}: {exc}" if str(exc) else "interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception:
+    except Exception as exc:
+        if is_disk_full(exc):  # a write outside the atomic writers (logs, event files): the machine's state
+            print(f"found-rl {args.command}: stopped: no space left on the device ({exc}); free space and run "
+                  "again (`found-rl train --resume RUN_DIR` continues a run from its last checkpoint)", file=sys.stderr)
+            return EXIT_OUTSIDE
         traceback.print_exc()
         print(REPORT_LINE.format(command=args.command), file=sys.stderr)
         return EXIT_BUG

@@ -1,8 +1,12 @@
 """found_rl.atomic: a file is replaced only by complete content, and no temporary survives."""
 
+import errno
+import os
+
 import pytest
 
 from found_rl.atomic import replaced_atomically
+from found_rl.errors import DiskFullError, OutsideFailure
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
@@ -13,6 +17,18 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
         raise OSError("disk full")
     assert out.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["routes.xml"]
+
+
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
+    out = tmp_path / "replay_0000030000.npz"
+    out.write_text("old")
+    expected = r"no space left on the device for .*replay_0000030000\.npz"
+    with pytest.raises(DiskFullError, match=expected) as caught, replaced_atomically(out) as tmp:
+        tmp.write_text("partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert isinstance(caught.value, OutsideFailure) and caught.value.errno == errno.ENOSPC
+    assert out.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["replay_0000030000.npz"]
 
 
 def test_an_interrupted_write_leaves_nothing_behind(tmp_path):

@@ -5,6 +5,9 @@ The other codes: something outside found-rl 3, failed child runs 4, Ctrl-C 130.
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 
 from found_rl import cli
@@ -110,6 +113,16 @@ def test_an_outside_failure_is_one_line_and_exit_3(failing_scenario_check, capsy
     assert capsys.readouterr().err == (
         "found-rl scenario: stopped: the advisor server at http://127.0.0.1:8470 stopped answering\n"
     )
+
+
+@pytest.mark.parametrize("number", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_is_the_machines_state_one_line_and_exit_3(failing_scenario_check, capsys, number):
+    """A write that fails on a full disk is not a bug (a training run wrote its replay buffer there)."""
+    failing_scenario_check(OSError(number, os.strerror(number)))
+    assert cli.main(["scenario", "check", "x.yaml"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("found-rl scenario: stopped: no space left on the device") and "--resume" in err
+    assert "Traceback" not in err and "bug" not in err
 
 
 def test_failed_child_runs_are_named_each_with_folder_exit_code_and_log_and_exit_4(
