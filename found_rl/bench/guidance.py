@@ -27,8 +27,12 @@ run of every variant reached. It gives, per variant, the mean and min–max spre
 route completion and driving score at each mark, the env steps at which the mean route
 completion first reaches 0.8, the scores at the last common mark, label coverage and latency,
 beside the reference policies; per run, its budget, label rate, whether it stayed repeatable and
-how much of its label budget the advisor answered; and a PNG of the curves. Variants with
-unequal numbers of finished seeds are refused unless ``--allow-unequal-seeds``, which flags them.
+how much of its label budget the advisor answered; and a PNG of the curves. Each finished run's
+final policy, and constant throttle once, are then driven on every route of the evaluation
+suite (``RUN/final_suite/``; ``--no-final-suite`` skips it): the curves' final mark rests on
+one route a town, the all-routes column on all of them (:mod:`found_rl.bench.guidance_suite`).
+Variants with unequal numbers of finished seeds are refused unless ``--allow-unequal-seeds``,
+which flags them.
 
 Targets (issue 11): guided reaches mean RC 0.8 in at most half the env steps plain SAC needs
 (or plain never does); the noisy advisor's final RC is no worse than plain's (within 0.05). The
@@ -39,6 +43,7 @@ noisy verdict is given only when the advisor answered: every noisy run's budget 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -61,6 +66,13 @@ from found_rl.bench.guidance_runs import (
     run_dir,
     run_state,
     unequal_seeds,
+)
+from found_rl.bench.guidance_suite import (
+    THROTTLE_REFERENCE,
+    evaluate_on_suite,
+    read_suite_scores,
+    suite_of,
+    summarise_suite,
 )
 from found_rl.errors import ChildRunsFailed, ChildRunsInterrupted, FailedChildRun, UserError
 from found_rl.train.curves import mark_of, steps_to_threshold
@@ -140,6 +152,9 @@ class VariantSummary:
     """no seed's advisor went down for good (the run repeats from its seed; ``evaluations.jsonl``'s ``repeatable``)"""
     towns: dict[str, str] = field(default_factory=dict)
     """per evaluation town of the final evaluations: ``unseen``, or what saw it (``seen: training: ...``)"""
+    all_routes: dict[str, Any] | None = None
+    """the final policies on every route of the suite, over seeds (:func:`summarise_suite`); ``None``
+    until every seed was driven there"""
 
 
 def summarise(variant: str, runs: Sequence[Sequence[dict[str, Any]]],
@@ -215,6 +230,9 @@ def verdict(summaries: dict[str, VariantSummary], budget: int, references: dict[
         out[f"steps_to_rc80_{name}"] = budget if steps is None else steps
         out[f"final_rc_{name}"] = summary.final_rc
         out[f"final_ds_{name}"] = summary.final_ds
+        if summary.all_routes is not None:
+            out[f"all_routes_rc_{name}"] = summary.all_routes["route_completion"]
+            out[f"all_routes_ds_{name}"] = summary.all_routes["driving_score"]
     if "noisy" in summaries:
         out["final_rc_noisy_advisor"] = summaries["noisy"].final_rc
     if "plain" in summaries and "guided" in summaries:
@@ -262,6 +280,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run-config override applied to every run (repeatable)")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: report the runs under --out that have finished")
+    parser.add_argument("--no-final-suite", dest="final_suite", action="store_false",
+                        help="do not drive each finished run's final policy (and constant throttle) on every "
+                             "route of its evaluation suite")
     parser.add_argument("--allow-unequal-seeds", action="store_true",
                         help="report variants with unequal numbers of finished seeds (flagged) instead of refusing")
     parser.set_defaults(run=run)
@@ -342,6 +363,8 @@ def run(args: argparse.Namespace) -> int:
             failed = [outcome for outcome in pool.map(one, runs) if outcome is not None]
         finally:  # on Ctrl-C the running children got it too; the queued ones must not start
             pool.shutdown(cancel_futures=True)
+        if args.final_suite:
+            failed += _drive_final_policies_on_suite(args.out, [(variant, seed) for variant, seed, _ in runs])
         if any(run.was_interrupted for run in failed):  # Ctrl-C reached the children: nobody failed
             raise ChildRunsInterrupted("bench guidance", failed)
         if failed:  # each child's log holds its own error (a user's mistake or a traceback)
@@ -357,6 +380,38 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print_report(report)
     return 0
+
+
+def _drive_final_policies_on_suite(out: Path, runs: Sequence[tuple[str, int]]) -> list[FailedChildRun]:
+    """Drive each finished run's ``policy.pt`` on every route of its suite, then constant throttle
+    once on the same routes; one at a time (each evaluation uses every core), skipping those done.
+
+    Returns:
+        The evaluations that failed, each with its folder, exit code and log.
+    """
+    from found_rl.train.run_folder import RunFolder
+
+    failed: list[FailedChildRun] = []
+    suites: set[Path] = set()
+
+    def drive(name: str, agent: str, suite: Path, folder: Path) -> None:
+        if read_suite_scores(folder) is not None:
+            return
+        code, log = evaluate_on_suite(agent, suite, folder)
+        if code != 0 or read_suite_scores(folder) is None:
+            failed.append(FailedChildRun(name, folder, code, log, "" if code else "it wrote no suite.json"))
+
+    for variant, seed in runs:
+        folder = RunFolder(run_dir(out, variant, seed))
+        if folder.finished_record() is None:
+            continue
+        suite = suite_of(folder.stored_config())
+        if suite is not None:
+            suites.add(suite)
+            drive(f"{variant}-s{seed} on every suite route", f"checkpoint:{folder.final_policy}", suite, folder.root)
+    if len(suites) == 1:  # the throttle reference is for one suite; runs of several suites compare nothing
+        drive("constant throttle on every suite route", "throttle", suites.pop(), out / THROTTLE_REFERENCE)
+    return failed
 
 
 def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_seeds: bool = False) -> dict[str, Any]:
@@ -391,6 +446,10 @@ def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_se
         raise UserError(f"--out {out}: the finished runs share no evaluation mark; "
                         "were they made with different --eval-every?")
     summaries = {variant: summarise(variant, rows, marks) for variant, rows in rows_of.items()}
+    for variant, summary in summaries.items():
+        all_routes = summarise_suite([read_suite_scores(Path(r.run_dir)) for r in records if r.variant == variant])
+        summaries[variant] = dataclasses.replace(summary, all_routes=all_routes)
+    throttle_all_routes = read_suite_scores(out / THROTTLE_REFERENCE)
     references_path = RunFolder(Path(records[0].run_dir)).references
     references = json.loads(references_path.read_text()) if references_path.is_file() else {}
     png = out / "curves.png"
@@ -407,6 +466,7 @@ def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_se
         "not_finished": not_finished,
         "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
                        for name, scores in references.items()},
+        "throttle_all_routes": None if throttle_all_routes is None else dataclasses.asdict(throttle_all_routes),
         "curves_png": str(png),
     }
 
@@ -427,6 +487,8 @@ def _print_report(report: dict[str, Any]) -> None:
         table.add_column(f"{mark:,}", justify="right")
     table.add_column("steps to RC 80", justify="right")
     table.add_column("final RC / DS %", justify="right")
+    routes = next((v["all_routes"]["routes"] for v in report["variants"].values() if v.get("all_routes")), None)
+    table.add_column("all routes RC / DS %" if routes is None else f"all {routes} routes RC / DS %", justify="right")
     table.add_column("labels", justify="right")
     for name, summary in report["variants"].items():
         cells = [f"{100 * m:.0f} [{100 * lo:.0f}–{100 * hi:.0f}]"
@@ -435,10 +497,14 @@ def _print_report(report: dict[str, Any]) -> None:
             f"{100 * summary['label_coverage']:.0f} %, {summary['label_latency_steps'] or 0:.1f} steps late")
         steps = summary["steps_to_rc80"]
         table.add_row(name, *cells, "not reached" if steps is None else f"{steps:,}",
-                      f"{100 * summary['final_rc']:.0f} / {100 * summary['final_ds']:.0f}", labels)
+                      f"{100 * summary['final_rc']:.0f} / {100 * summary['final_ds']:.0f}",
+                      _all_routes_cell(summary.get("all_routes")), labels)
     for name, scores in report["references"].items():
+        on_all = report.get("throttle_all_routes") if name == "throttle" else None
         table.add_row(f"reference: {name}", *[""] * len(marks), "",
-                      f"{100 * scores['route_completion']:.0f} / {100 * scores['driving_score']:.0f}", "")
+                      f"{100 * scores['route_completion']:.0f} / {100 * scores['driving_score']:.0f}",
+                      "" if on_all is None else
+                      f"{100 * on_all['route_completion']:.0f} / {100 * on_all['driving_score']:.0f}", "")
     print_table(table)
     print_table(_runs_table(report["runs"]))
     if unequal:
@@ -458,8 +524,16 @@ def _print_report(report: dict[str, Any]) -> None:
     print(f"curves: {report['curves_png']}")
 
 
+def _all_routes_cell(all_routes: dict[str, Any] | None) -> str:
+    """``RC [min–max] / DS`` in % over seeds on every suite route, or ``-`` until every seed was driven there."""
+    if all_routes is None:
+        return "-"
+    rc, lo, hi = (100 * all_routes[k] for k in ("route_completion", "route_completion_min", "route_completion_max"))
+    return f"{rc:.0f} [{lo:.0f}–{hi:.0f}] / {100 * all_routes['driving_score']:.0f}"
+
+
 def _runs_table(runs: Sequence[dict[str, Any]]) -> Any:
-    """One line per run, from its own config.yaml and evaluations.jsonl."""
+    """One line per run, from its own config.yaml, evaluations.jsonl and all-routes evaluation."""
     from rich.table import Table
 
     def share(value: float | None) -> str:
@@ -467,7 +541,7 @@ def _runs_table(runs: Sequence[dict[str, Any]]) -> Any:
 
     table = Table(title="runs, as their own folders record them")
     for column in ("run", "seed", "budget", "advisor", "label rate", "labels of budget", "labelled",
-                   "repeatable"):
+                   "repeatable", "all routes RC / DS %"):
         table.add_column(column, justify="left" if column in ("run", "advisor") else "right")
     for run in runs:
         budget = "-" if run["budget_env_steps"] is None else f"{run['budget_env_steps']:,}"
@@ -475,5 +549,7 @@ def _runs_table(runs: Sequence[dict[str, Any]]) -> Any:
         advisor = "-" if run["advisor"] is None else f"{run['advisor']}: {', '.join(run['asked']) or 'nothing'}"
         table.add_row(Path(run["run_dir"]).name, str(run["seed"]), budget, advisor,
                       "-" if run["label_rate"] is None or run["advisor"] is None else str(run["label_rate"]),
-                      share(run["budget_coverage"]), share(run["label_coverage"]), repeatable)
+                      share(run["budget_coverage"]), share(run["label_coverage"]), repeatable,
+                      "-" if (suite := run.get("final_suite")) is None else
+                      f"{100 * suite['route_completion']:.0f} / {100 * suite['driving_score']:.0f}")
     return table

@@ -10,10 +10,11 @@ never from the flags of the benchmark that reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from found_rl.bench.guidance_suite import read_suite_scores
 from found_rl.errors import UserError
 from found_rl.train.curves import mark_of
 from found_rl.train.run_folder import RunFolder, read_jsonl
@@ -73,6 +74,8 @@ class RunRecord:
     """share of the stored transitions that carry a label, at the last evaluation"""
     budget_coverage: float | None
     """share of the label budget the advisor answered, at the last evaluation"""
+    final_suite: dict[str, Any] | None = None
+    """the final policy on every route of its suite (``RUN/final_suite``), once evaluated"""
 
 
 def read_run(variant: str, path: Path) -> tuple[RunRecord, list[dict[str, Any]]]:
@@ -101,6 +104,7 @@ def read_run(variant: str, path: Path) -> tuple[RunRecord, list[dict[str, Any]]]
         repeatable=all(r.get("repeatable", True) is not False for r in rows),
         not_repeatable_from=last.get("not_repeatable_from"),
         label_coverage=last.get("label_coverage"), budget_coverage=last.get("budget_coverage"),
+        final_suite=None if (scores := read_suite_scores(path)) is None else asdict(scores),
     )
     return record, rows
 

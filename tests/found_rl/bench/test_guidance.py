@@ -104,6 +104,7 @@ def test_bad_input_is_refused_before_any_run_starts(tmp_path, capsys, argv, expe
 
 # ---------------------------------------------------------------- run folders as the loop writes them
 BUDGET, EVERY = 4000, 1000
+QUICKSTART_SUITE = Path(__file__).resolve().parents[3] / "scenarios" / "suites" / "unseen_towns.yaml"
 FLAGS = ["--budget", str(BUDGET), "--eval-every", str(EVERY), "--json"]
 
 
@@ -184,7 +185,7 @@ def test_an_interrupted_run_is_not_counted_but_resumed_and_unequal_seeds_are_ref
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(guidance, "subprocess", SimpleNamespace(run=train, STDOUT=subprocess.STDOUT))
-    code, report = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2")
+    code, report = bench(capsys, out, "--variants", "plain,guided", "--seeds", "2", "--no-final-suite")
     assert code == 0, report
     assert len(commands) == 1 and commands[0][commands[0].index("--resume") + 1] == str(interrupted.root)
     assert report["seeds_per_variant"] == {"plain": 2, "guided": 2} and report["unequal_seeds"] is None
@@ -323,3 +324,65 @@ def test_ctrl_c_in_the_bench_starts_no_queued_run(tmp_path, capsys, monkeypatch,
     # lists the unfinished runs; either way it exits 130 as interrupted, with no traceback.
     assert code == 130 and "interrupted" in err.splitlines()[0] and "Traceback" not in err
     assert len(started) == 1
+
+
+def test_each_finished_policy_and_constant_throttle_are_driven_on_every_suite_route_once(
+    tmp_path, capsys, monkeypatch
+):
+    import subprocess
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance_suite
+
+    out = tmp_path / "out"
+    plain = write_run(out, "plain", 0, [0.0, 0.2, 0.4, 0.5, 0.6])
+    guided = write_run(out, "guided", 0, [0.0, 0.5, 0.85, 0.9, 0.9])
+    write_run(out, "guided", 1, [0.0, 0.4], finished=False)  # stopped: its policy is no final one
+    scores = {f"checkpoint:{plain.final_policy}": 0.3, f"checkpoint:{guided.final_policy}": 0.7, "throttle": 0.4}
+    commands = []
+
+    def evaluate(command, stdout, stderr):  # `found-rl eval --suite` writing its suite.json
+        commands.append(command)
+        rc = scores[command[command.index("--agent") + 1]]
+        suite_json = Path(command[command.index("--out") + 1]) / "suite.json"
+        suite_json.parent.mkdir(parents=True)
+        suite_json.write_text(json.dumps({"suite": {"route_completion": {"mean": rc}, "driving_score": {"mean": rc / 2},
+                                                    "routes": 42}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(guidance_suite, "subprocess", SimpleNamespace(run=evaluate, STDOUT=subprocess.STDOUT))
+    code, report = bench(capsys, out, "--variants", "plain,guided", "--seeds", "1")
+    assert code == 0, report
+    suite = str(QUICKSTART_SUITE)
+    driven = [tuple(c[c.index(flag) + 1] for flag in ("--agent", "--suite", "--repetitions")) for c in commands]
+    assert driven == [(f"checkpoint:{plain.final_policy}", suite, "1"),
+                      (f"checkpoint:{guided.final_policy}", suite, "1"), ("throttle", suite, "1")]
+    assert report["all_routes_rc_guided"] == 0.7 and report["all_routes_ds_plain"] == 0.15
+    assert report["variants"]["guided"]["all_routes"]["routes"] == 42
+    assert report["throttle_all_routes"] == {"route_completion": 0.4, "driving_score": 0.2, "routes": 42}
+    assert {Path(r["run_dir"]).name: r["final_suite"]["route_completion"] for r in report["runs"]} == {
+        "plain-s0": 0.3, "guided-s0": 0.7}
+
+    code, _ = bench(capsys, out, "--variants", "plain,guided", "--seeds", "1")
+    assert code == 0 and len(commands) == 3  # what was driven once is not driven again
+
+
+def test_a_failed_all_routes_evaluation_is_a_failed_child_named_with_its_log(tmp_path, capsys, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    from found_rl.bench import guidance_suite
+
+    out = tmp_path / "out"
+    write_run(out, "plain", 0, [0.0, 0.2, 0.4, 0.5, 0.6])
+
+    def evaluate(command, stdout, stderr):  # exits 0 without writing suite.json, then 1
+        return subprocess.CompletedProcess(command, 0 if "throttle" in command else 1)
+
+    monkeypatch.setattr(guidance_suite, "subprocess", SimpleNamespace(run=evaluate, STDOUT=subprocess.STDOUT))
+    code, err = bench(capsys, out, "--variants", "plain", "--seeds", "1")
+    assert code == 4 and "Traceback" not in err
+    log = out / "plain-s0.final_suite.log"
+    assert f"plain-s0 on every suite route: exited 1; run folder {out / 'plain-s0'}, log {log}" in err
+    assert "constant throttle on every suite route: exited 0 (it wrote no suite.json)" in err
+
