@@ -73,6 +73,10 @@ class OutsideFailure(RuntimeError):
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """``OSError`` numbers that mean the disk (or the user's quota) is full: the machine's state, not a bug."""
+DISK_FULL_ADVICE = (
+    "free space and run again (`found-rl train --resume RUN_DIR` continues a run from its last checkpoint)"
+)
+"""What to do about a full disk, in every message that reports one."""
 
 
 class DiskFullError(OutsideFailure, OSError):
@@ -80,8 +84,8 @@ class DiskFullError(OutsideFailure, OSError):
 
     def __init__(self, path: str | Path, cause: OSError):
         super().__init__(
-            f"no space left on the device for {path} ({cause.strerror}); the file was left as it was: "
-            "free space and run again (`found-rl train --resume RUN_DIR` continues a run from its last checkpoint)"
+            f"no space left on the device for {path} ({cause.strerror}); "
+            f"the file was left as it was: {DISK_FULL_ADVICE}"
         )
         self.errno = cause.errno
 

@@ -43,7 +43,6 @@ noisy verdict is given only when the advisor answered: every noisy run's budget 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -51,7 +50,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -447,8 +446,8 @@ def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_se
                         "were they made with different --eval-every?")
     summaries = {variant: summarise(variant, rows, marks) for variant, rows in rows_of.items()}
     for variant, summary in summaries.items():
-        all_routes = summarise_suite([read_suite_scores(Path(r.run_dir)) for r in records if r.variant == variant])
-        summaries[variant] = dataclasses.replace(summary, all_routes=all_routes)
+        all_routes = summarise_suite([r.final_suite for r in records if r.variant == variant])
+        summaries[variant] = replace(summary, all_routes=all_routes)
     throttle_all_routes = read_suite_scores(out / THROTTLE_REFERENCE)
     references_path = RunFolder(Path(records[0].run_dir)).references
     references = json.loads(references_path.read_text()) if references_path.is_file() else {}
@@ -466,7 +465,7 @@ def build_report(out: Path, runs: Sequence[tuple[str, int]], *, allow_unequal_se
         "not_finished": not_finished,
         "references": {name: {k: scores[k] for k in ("route_completion", "driving_score")}
                        for name, scores in references.items()},
-        "throttle_all_routes": None if throttle_all_routes is None else dataclasses.asdict(throttle_all_routes),
+        "throttle_all_routes": throttle_all_routes,
         "curves_png": str(png),
     }
 

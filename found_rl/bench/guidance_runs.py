@@ -10,7 +10,7 @@ never from the flags of the benchmark that reads it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,7 +104,7 @@ def read_run(variant: str, path: Path) -> tuple[RunRecord, list[dict[str, Any]]]
         repeatable=all(r.get("repeatable", True) is not False for r in rows),
         not_repeatable_from=last.get("not_repeatable_from"),
         label_coverage=last.get("label_coverage"), budget_coverage=last.get("budget_coverage"),
-        final_suite=None if (scores := read_suite_scores(path)) is None else asdict(scores),
+        final_suite=read_suite_scores(path),
     )
     return record, rows
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +23,24 @@ THROTTLE_REFERENCE = "reference-throttle"
 """Folder under ``--out`` for constant throttle's all-routes evaluation."""
 
 
-@dataclass(frozen=True)
-class SuiteScores:
-    """Route-weighted scores of one agent on every route of a suite (``suite.json``)."""
-
-    route_completion: float
-    driving_score: float
-    routes: int
-
-
 def suite_of(config: Mapping[str, Any]) -> Path | None:
     """The evaluation suite a run's stored config names (``evaluation.suite``), if any."""
     suite = (config.get("evaluation") or {}).get("suite")
     return None if suite is None else Path(suite)
 
 
-def read_suite_scores(folder: Path) -> SuiteScores | None:
-    """The scores in ``folder/final_suite/suite.json``, or ``None`` when it was not evaluated (yet)."""
+def read_suite_scores(folder: Path) -> dict[str, Any] | None:
+    """The route-weighted ``route_completion``, ``driving_score`` and number of ``routes`` in
+    ``folder/final_suite/suite.json``, or ``None`` when it was not evaluated (yet)."""
     path = folder / FINAL_SUITE / "suite.json"
     if not path.is_file():
         return None
     suite = json.loads(path.read_text())["suite"]
-    return SuiteScores(
-        route_completion=float(suite["route_completion"]["mean"]),
-        driving_score=float(suite["driving_score"]["mean"]),
-        routes=int(suite["routes"]),
-    )
+    return {
+        "route_completion": float(suite["route_completion"]["mean"]),
+        "driving_score": float(suite["driving_score"]["mean"]),
+        "routes": int(suite["routes"]),
+    }
 
 
 def evaluate_on_suite(agent: str, suite: Path, folder: Path) -> tuple[int, Path]:
@@ -66,13 +57,14 @@ def evaluate_on_suite(agent: str, suite: Path, folder: Path) -> tuple[int, Path]
         return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode, log_path
 
 
-def summarise_suite(scores: list[SuiteScores | None]) -> dict[str, Any] | None:
-    """Mean and min–max over seeds of one variant's all-routes scores; ``None`` unless every seed has them."""
-    if not scores or any(s is None for s in scores):
+def summarise_suite(scores: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Mean and min–max over seeds of one variant's all-routes scores (:func:`read_suite_scores`
+    of each seed); ``None`` unless every seed has them."""
+    present = [s for s in scores if s is not None]
+    if not present or len(present) != len(scores):
         return None
-    rc = [s.route_completion for s in scores if s is not None]
-    ds = [s.driving_score for s in scores if s is not None]
+    rc = [s["route_completion"] for s in present]
     return {
         "route_completion": sum(rc) / len(rc), "route_completion_min": min(rc), "route_completion_max": max(rc),
-        "driving_score": sum(ds) / len(ds), "routes": scores[0].routes if scores[0] is not None else 0,
+        "driving_score": sum(s["driving_score"] for s in present) / len(present), "routes": present[0]["routes"],
     }

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Collection, Sequence
 
 from found_rl.errors import (
+    DISK_FULL_ADVICE,
     EXIT_BUG,
     EXIT_CHILD_FAILED,
     EXIT_INTERRUPTED,
@@ -96,8 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:
         if is_disk_full(exc):  # a write outside the atomic writers (logs, event files): the machine's state
-            print(f"found-rl {args.command}: stopped: no space left on the device ({exc}); free space and run "
-                  "again (`found-rl train --resume RUN_DIR` continues a run from its last checkpoint)", file=sys.stderr)
+            print(f"found-rl {args.command}: stopped: no space left on the device ({exc}); {DISK_FULL_ADVICE}",
+                  file=sys.stderr)
             return EXIT_OUTSIDE
         traceback.print_exc()
         print(REPORT_LINE.format(command=args.command), file=sys.stderr)
